@@ -1,0 +1,223 @@
+"""The scripted backend (``serve --stub SCRIPT.json``), design.md "The scripted backend".
+
+It stands in for a model: the first rule whose ``when`` matches the validated request gives the
+reply, which is turned into raw model text in Qwen's format (``<think>``, ``<tool_call>``) and
+emitted token by token through the same output parser as a real model. Tokens are counted with a
+small deterministic tokenizer, so usage is realistic and stable. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Piece, Prompt
+from tinytitan.engine.errors import GenerationFailed, InvalidRequest, Unsupported
+from tinytitan.engine.request import ModelInfo, ValidatedRequest
+
+__all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
+
+_MARK = r"<\|?/?[A-Za-z_]+\|?>"
+_TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
+_WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model"}
+_REPLY_KEYS = {
+    "text", "reasoning", "tool_calls", "raw", "finish_reason", "chunk_size", "chunk_delay_ms", "fail_after_events",
+}
+
+
+class ScriptError(ValueError):
+    """A stub script that cannot be used; the message says what and where."""
+
+
+def stub_tokens(text: str) -> list[str]:
+    """The stub's deterministic tokenizer: markers, words with their leading space, punctuation."""
+    return _TOKEN.findall(text)
+
+
+def load_script(source: str | Path | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(source, dict):
+        script = source
+    else:
+        path = Path(source)
+        try:
+            script = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ScriptError(f"cannot read stub script {path}: {exc.strerror}") from exc
+        except ValueError as exc:
+            raise ScriptError(f"stub script {path} is not valid JSON: {exc}") from exc
+    if not isinstance(script, dict) or not isinstance(script.get("rules", []), list):
+        raise ScriptError("a stub script is an object with a 'rules' list")
+    for i, rule in enumerate(script.get("rules", [])):
+        if not isinstance(rule, dict) or not isinstance(rule.get("reply", {}), dict):
+            raise ScriptError(f"rules[{i}] must be an object with a 'reply' object")
+        unknown = set(rule.get("when", {})) - _WHEN_KEYS
+        if unknown:
+            raise ScriptError(f"rules[{i}].when has unknown keys: {', '.join(sorted(unknown))}")
+        unknown = set(rule.get("reply", {})) - _REPLY_KEYS
+        if unknown:
+            raise ScriptError(f"rules[{i}].reply has unknown keys: {', '.join(sorted(unknown))}")
+    return script
+
+
+def _last_user_text(request: ValidatedRequest) -> str:
+    for turn in reversed(request.turns):
+        if turn.role == "user":
+            return turn.text
+    return ""
+
+
+def _matches(when: dict[str, Any], request: ValidatedRequest) -> bool:
+    if "last_role" in when and request.turns[-1].role != when["last_role"]:
+        return False
+    if "user_contains" in when and when["user_contains"] not in _last_user_text(request):
+        return False
+    if "has_tools" in when and bool(request.tools) != bool(when["has_tools"]):
+        return False
+    return not ("model" in when and request.request.model != when["model"])
+
+
+def raw_reply(reply: dict[str, Any], *, thinking: bool) -> str:
+    """The reply in the model family's own text format."""
+    if "raw" in reply:
+        return str(reply["raw"])
+    out = ""
+    if reply.get("reasoning") and thinking:
+        out += f"<think>\n{reply['reasoning']}\n</think>\n\n"
+    out += str(reply.get("text", ""))
+    for call in reply.get("tool_calls", []):
+        body = json.dumps({"name": call["name"], "arguments": call.get("arguments", {})}, ensure_ascii=False)
+        out += f"\n<tool_call>\n{body}\n</tool_call>"
+    return out
+
+
+@dataclass
+class StubBackend(Backend):
+    script: dict[str, Any]
+    model_id: str | None = None
+    context_override: int | None = None
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+    _cache: list[list[str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def info(self) -> ModelInfo:
+        s = self.script
+        levels = tuple(s.get("reasoning_levels", ("off", "on")))
+        return ModelInfo(
+            id=self.model_id or s.get("model", "stub-model"),
+            context_window=self.context_override or int(s.get("context_window", 32768)),
+            defaults=dict(s.get("generation_config", {})),
+            reasoning_levels=levels,
+            default_reasoning=s.get("default_reasoning", "on" if "on" in levels else None),
+            forced_tool_calls=bool(s.get("forced_tool_calls", False)),
+        )
+
+    def render(self, request: ValidatedRequest) -> Prompt:
+        if self.script.get("tokenizer", True) is False:
+            raise Unsupported("this backend has no tokenizer")
+        lines: list[str] = []
+        system = request.system or ""
+        if request.tools:
+            tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in request.tools]
+            system += "\n\n<tools>\n" + "\n".join(json.dumps(t, sort_keys=True) for t in tools) + "\n</tools>"
+        if system:
+            lines.append(f"<|im_start|>system\n{system.strip()}<|im_end|>")
+        for turn in request.turns:
+            body = turn.text
+            for call in turn.tool_calls:
+                body += f"\n<tool_call>\n{{\"name\": \"{call.name}\", \"arguments\": {call.arguments}}}\n</tool_call>"
+            lines.append(f"<|im_start|>{turn.role}\n{body}<|im_end|>")
+        think = "" if request.reasoning_level not in (None, "off") else "<think>\n\n</think>\n\n"
+        lines.append(f"<|im_start|>assistant\n{think}")
+        text = "\n".join(lines)
+        return Prompt(text=text, n_tokens=len(stub_tokens(text)), tokens=stub_tokens(text))
+
+    def _reply_for(self, request: ValidatedRequest) -> dict[str, Any]:
+        for rule in self.script.get("rules", []):
+            if _matches(rule.get("when", {}), request):
+                return rule.get("reply", {})
+        return {"text": "hello from tinytitan"}
+
+    def _record(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> None:
+        r = request.request
+        self.recorded.append({
+            "request_id": request.request_id,
+            "model": r.model,
+            "system": request.system,
+            "messages": [
+                {"role": t.role, "content": t.text,
+                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls],
+                 "tool_call_id": t.tool_call_id}
+                for t in request.turns
+            ],
+            "tools": [{"name": t.name, "namespace": t.namespace, "parameters": t.parameters} for t in request.tools],
+            "tool_choice": request.tool_choice,
+            "sampling": {k: getattr(params.sampling, k) for k in
+                         ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")},
+            "stop": list(request.stop),
+            "max_new": params.max_new,
+            "reasoning_level": request.reasoning_level,
+            "output_format": None if request.output_format is None else request.output_format.type,
+            "strip_cli": request.strip_cli,
+            "stream": r.stream,
+            "prompt": prompt.text,
+        })
+
+    def _cached_prefix(self, tokens: list[str]) -> int:
+        best = 0
+        for previous in self._cache:
+            n = 0
+            for a, b in zip(previous, tokens, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        self._cache = [*self._cache[-3:], tokens]
+        return min(best, len(tokens) - 1) if tokens else 0
+
+    def generate(
+        self,
+        request: ValidatedRequest,
+        prompt: Prompt,
+        params: GenerationParams,
+        cancel: threading.Event,
+        stats: GenerationStats,
+    ) -> Iterator[Piece]:
+        with self._lock:
+            self._record(request, prompt, params)
+            stats.cached_tokens = self._cached_prefix(list(prompt.tokens or []))
+        reply = self._reply_for(request)
+        _check_format(reply, params)
+        tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
+        size = max(1, int(reply.get("chunk_size", 1)))
+        delay = float(reply.get("chunk_delay_ms", 0)) / 1000
+        fail_after = reply.get("fail_after_events")
+        for n, start in enumerate(range(0, len(tokens), size)):
+            if fail_after is not None and n >= int(fail_after):
+                raise GenerationFailed("scripted failure (fail_after_events)")
+            if delay and cancel.wait(delay):
+                return
+            if cancel.is_set():
+                return
+            chunk = tokens[start : start + size]
+            yield Piece("".join(chunk), len(chunk))
+        if reply.get("finish_reason"):
+            yield Piece("", 0, finish=str(reply["finish_reason"]))
+
+
+def _check_format(reply: dict[str, Any], params: GenerationParams) -> None:
+    """A scripted reply must obey a requested output format (so a bad script fails its test)."""
+    fmt = params.output_format
+    if fmt is None or "text" not in reply:
+        return
+    try:
+        doc = json.loads(reply["text"])
+    except ValueError as exc:
+        raise InvalidRequest(f"stub script reply is not JSON but {fmt.type} was requested") from exc
+    if not isinstance(doc, dict):
+        raise InvalidRequest(f"stub script reply is not a JSON object but {fmt.type} was requested")

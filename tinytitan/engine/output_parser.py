@@ -1,0 +1,214 @@
+"""Raw generated text → reasoning / visible text / tool calls, incrementally.
+
+Every backend's raw output goes through this one parser. The markers and the tool-call parser
+come from the model family (mlx-lm's ``TokenizerWrapper`` knows them for a real model; the
+scripted backend uses Qwen's). Stop strings apply to the visible channel only and are matched
+across piece boundaries: text that could still become a stop string (or a marker) is held back.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
+
+__all__ = ["Markers", "OutputParser", "json_tool_parser", "new_call_id"]
+
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+ToolParser = Callable[[str, Any], dict[str, Any]]
+
+
+def new_call_id() -> str:
+    return "call_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+
+
+def json_tool_parser(text: str, tools: Any = None) -> dict[str, Any]:
+    """Qwen / Hermes style: ``{"name": ..., "arguments": {...}}`` between the call markers."""
+    obj = json.loads(text.strip())
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        raise ValueError("a tool call needs a name")
+    return {"name": obj["name"], "arguments": obj.get("arguments", {})}
+
+
+@dataclass(frozen=True, slots=True)
+class Markers:
+    think_start: str | None = "<think>"
+    think_end: str | None = "</think>"
+    tool_start: str | None = "<tool_call>"
+    tool_end: str | None = "</tool_call>"
+
+
+QWEN_MARKERS = Markers()
+
+
+class OutputParser:
+    """Feed raw pieces with their token counts; collect events; call ``finish`` at the end."""
+
+    def __init__(
+        self,
+        *,
+        markers: Markers = QWEN_MARKERS,
+        tool_parser: ToolParser = json_tool_parser,
+        stop: tuple[str, ...] = (),
+        namespaces: dict[str, str | None] | None = None,
+        tools: Any = None,
+        start_in_reasoning: bool = False,
+    ) -> None:
+        self.markers = markers
+        self.tool_parser = tool_parser
+        self.stop = stop
+        self.namespaces = namespaces or {}
+        self.tools = tools
+        self.state = "reasoning" if start_in_reasoning else "text"
+        self.buffer = ""
+        self.tool_buffer = ""
+        self.seen_text = False
+        self.reasoning_started = False
+        self.stopped: str | None = None  # the stop string that ended the answer
+        self.tool_calls = 0
+        self.reasoning_tokens = 0
+        self.completion_tokens = 0
+
+    # -- public -------------------------------------------------------------------------------
+    def feed(self, piece: str, tokens: int = 1) -> list[Any]:
+        before = self.state
+        events = self._process(piece)
+        self.completion_tokens += tokens
+        if "reasoning" in (before, self.state):
+            self.reasoning_tokens += tokens
+        return events
+
+    def finish(self) -> list[Any]:
+        """Flush what was held back at the end of generation."""
+        events: list[Any] = []
+        if self.stopped is not None:
+            return events
+        if self.state == "tool":
+            # an unterminated call: parse it if it is whole, else show it as text
+            events.extend(self._emit_call(self.tool_buffer, raw_prefix=self.markers.tool_start or ""))
+            self.tool_buffer = ""
+            self.state = "text"
+        if self.buffer:
+            if self.state == "reasoning":
+                if self.buffer.strip():
+                    events.append(ReasoningDelta(self.buffer.rstrip() if self.reasoning_started
+                                                 else self.buffer.strip()))
+            else:
+                events.extend(self._visible(self.buffer))
+            self.buffer = ""
+        return events
+
+    # -- internals ------------------------------------------------------------------------------
+    def _process(self, piece: str) -> list[Any]:
+        events: list[Any] = []
+        self.buffer += piece
+        while self.buffer and self.stopped is None:
+            progressed = self._step(events)
+            if not progressed:
+                break
+        return events
+
+    def _step(self, events: list[Any]) -> bool:
+        m = self.markers
+        if self.state == "reasoning":
+            return self._reasoning(events)
+        if self.state == "tool":
+            end = m.tool_end or ""
+            idx = self.buffer.find(end) if end else -1
+            if idx < 0:
+                keep = _partial_suffix(self.buffer, (end,)) if end else 0
+                self.tool_buffer += self.buffer[: len(self.buffer) - keep]
+                self.buffer = self.buffer[len(self.buffer) - keep :]
+                return False
+            self.tool_buffer += self.buffer[:idx]
+            self.buffer = self.buffer[idx + len(end) :]
+            events.extend(self._emit_call(self.tool_buffer, raw_prefix=m.tool_start or "", raw_suffix=end))
+            self.tool_buffer = ""
+            self.state = "text"
+            return True
+        # visible text: the earliest of a marker or a stop string
+        candidates = [(s, "stop") for s in self.stop]
+        if m.think_start:
+            candidates.append((m.think_start, "reasoning"))
+        if m.tool_start:
+            candidates.append((m.tool_start, "tool"))
+        hit: tuple[int, str, str] | None = None
+        for needle, kind in candidates:
+            idx = self.buffer.find(needle)
+            if idx >= 0 and (hit is None or idx < hit[0]):
+                hit = (idx, needle, kind)
+        if hit is None:
+            keep = _partial_suffix(self.buffer, tuple(c for c, _ in candidates))
+            ready = self.buffer[: len(self.buffer) - keep]
+            self.buffer = self.buffer[len(self.buffer) - keep :]
+            events.extend(self._visible(ready))
+            return False
+        idx, needle, kind = hit
+        events.extend(self._visible(self.buffer[:idx]))
+        self.buffer = self.buffer[idx + len(needle) :]
+        if kind == "stop":
+            self.stopped = needle
+            self.buffer = ""
+        else:
+            self.state = kind
+        return True
+
+    def _reasoning(self, events: list[Any]) -> bool:
+        """Thought text up to the end marker; the whitespace framing a thought is not part of it."""
+        marker = self.markers.think_end
+        idx = self.buffer.find(marker) if marker else -1
+        if idx >= 0:
+            thought = self.buffer[:idx].rstrip()
+            self.buffer = self.buffer[idx + len(marker or "") :]
+            self.state = "text"
+        else:
+            keep = _partial_suffix(self.buffer, (marker,)) if marker else 0
+            ready = self.buffer[: len(self.buffer) - keep]
+            thought = ready.rstrip()  # trailing whitespace waits: it may precede the end marker
+            self.buffer = ready[len(thought) :] + self.buffer[len(self.buffer) - keep :]
+        if not self.reasoning_started:
+            thought = thought.lstrip()
+        if thought:
+            self.reasoning_started = True
+            events.append(ReasoningDelta(thought))
+        return idx >= 0
+
+    def _visible(self, text: str) -> list[Any]:
+        if not self.seen_text:
+            text = text.lstrip()  # whitespace between thoughts, calls and the answer is not an answer
+        if not text:
+            return []
+        self.seen_text = True
+        return [TextDelta(text)]
+
+    def _emit_call(self, body: str, *, raw_prefix: str, raw_suffix: str = "") -> list[Any]:
+        try:
+            parsed = self.tool_parser(body, self.tools)
+            name = parsed["name"]
+            args = parsed.get("arguments", {})
+            if isinstance(args, str):
+                args = json.loads(args) if args.strip() else {}
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be an object")
+        except (ValueError, KeyError, TypeError):
+            return self._visible(raw_prefix + body + raw_suffix)
+        self.tool_calls += 1
+        arguments = json.dumps(args, ensure_ascii=False)
+        return [ToolCall(new_call_id(), name, arguments, self.namespaces.get(name))]
+
+
+def _partial_suffix(buffer: str, needles: tuple[str, ...]) -> int:
+    """Length of the longest buffer suffix that is a proper prefix of any needle."""
+    best = 0
+    for needle in needles:
+        for n in range(min(len(needle) - 1, len(buffer)), best, -1):
+            if buffer.endswith(needle[:n]):
+                best = n
+                break
+    return best

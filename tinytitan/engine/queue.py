@@ -1,0 +1,99 @@
+"""The bounded admission queue (reference §13).
+
+``admit()`` answers at once: a ``Ticket`` while running + waiting is below ``slots + limit``,
+else ``QueueFull``. A ticket then waits FIFO for a free slot; leaving (done, cancelled, client
+gone) frees its place immediately and wakes the next waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from tinytitan.engine.errors import QueueFull
+
+__all__ = ["AdmissionQueue", "Ticket"]
+
+
+class Ticket:
+    def __init__(self, queue: AdmissionQueue) -> None:
+        self._queue = queue
+        self.running = False
+        self.released = False
+        self._ready: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        """Wait for a slot (FIFO). Cancelling the wait leaves the queue."""
+        if self.running:
+            return
+        if self.released:
+            raise RuntimeError("ticket already released")
+        try:
+            await self._queue._acquire(self)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self._queue._release(self)
+
+
+class AdmissionQueue:
+    def __init__(self, limit: int = 4, slots: int = 1) -> None:
+        self.limit = max(0, limit)
+        self.slots = max(1, slots)
+        self._running = 0
+        self._waiting: deque[Ticket] = deque()
+        self._tickets = 0  # admitted, not yet released
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    @property
+    def waiting(self) -> int:
+        return self._tickets - self._running
+
+    def admit(self) -> Ticket:
+        if self._tickets >= self.slots + self.limit:
+            raise QueueFull()
+        self._tickets += 1
+        self._idle.clear()
+        return Ticket(self)
+
+    async def wait_idle(self) -> None:
+        """Wait until no ticket is admitted (used before unloading a model)."""
+        await self._idle.wait()
+
+    async def _acquire(self, ticket: Ticket) -> None:
+        if self._running < self.slots and not self._waiting:
+            self._running += 1
+            ticket.running = True
+            return
+        loop = asyncio.get_running_loop()
+        ticket._ready = loop.create_future()
+        self._waiting.append(ticket)
+        await ticket._ready
+        # _release marked us running before resolving the future
+
+    def _release(self, ticket: Ticket) -> None:
+        self._tickets -= 1
+        if ticket.running:
+            ticket.running = False
+            self._running -= 1
+        elif ticket in self._waiting:
+            self._waiting.remove(ticket)
+            if ticket._ready is not None and not ticket._ready.done():
+                ticket._ready.cancel()
+        while self._running < self.slots and self._waiting:
+            nxt = self._waiting.popleft()
+            if nxt._ready is not None and not nxt._ready.done():
+                nxt.running = True
+                self._running += 1
+                nxt._ready.set_result(None)
+        if self._tickets == 0:
+            self._idle.set()

@@ -1,0 +1,233 @@
+"""The Engine facade: the ONE generation path every protocol and the CLI go through.
+
+    ChatRequest ─► route model ─► validate ─► render + count ─► admit (queue) ─► Job
+    Job.events(): wait for a slot ─► backend.generate in the worker thread ─► OutputParser ─► Events
+
+Validation, rendering and admission all happen in ``prepare`` — before a protocol opens a stream —
+so every refusal (including a full queue) is an ordinary HTTP error. ``Job.events()`` then yields
+``ReasoningDelta`` / ``TextDelta`` / ``ToolCall`` and one ``Finished``. Closing the iterator (a
+client that went away) cancels the generation within a token and frees the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Prompt
+from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.output_parser import OutputParser
+from tinytitan.engine.queue import AdmissionQueue, Ticket
+from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
+from tinytitan.engine.router import resolve_model, strip_cli
+from tinytitan.engine.validate import validate
+
+__all__ = ["Completion", "Engine", "Job"]
+
+log = logging.getLogger("tinytitan.engine")
+
+_DONE = object()
+
+
+@dataclass(slots=True)
+class Completion:
+    """A whole generation, collected (for non-streaming answers)."""
+
+    reasoning: str
+    text: str
+    tool_calls: list[ToolCall]
+    finished: Finished
+
+
+class Engine:
+    def __init__(self, backend: Backend, *, queue_limit: int = 4, default_reasoning: str | None = None) -> None:
+        self.backend = backend
+        self.queue = AdmissionQueue(limit=queue_limit)
+        self.default_reasoning = default_reasoning
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinytitan-gen")
+
+    # -- model facts ----------------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        info = self.backend.info
+        if self.default_reasoning is not None:
+            info = replace(info, default_reasoning=self.default_reasoning)
+        return info
+
+    def model_ids(self) -> list[str]:
+        return [self.info.id]
+
+    def accepts(self, name: str) -> bool:
+        try:
+            resolve_model(name, self.info.id)
+        except TinyTitanError:
+            return False
+        return True
+
+    # -- the path -------------------------------------------------------------------------------
+    async def validate(self, request: ChatRequest) -> tuple[ValidatedRequest, Prompt]:
+        """Route, validate, render and count: every refusal that needs no slot."""
+        info = self.info
+        base, strip = resolve_model(request.model, info.id)
+        if strip:
+            request = strip_cli(request)
+        validated = validate(request, info, strip_cli=strip)
+        prompt = await asyncio.to_thread(self.backend.render, validated)
+        if prompt.n_tokens >= info.context_window:
+            raise ContextLengthExceeded(
+                f"the prompt has {prompt.n_tokens} tokens; the context window is {info.context_window}",
+                param=request.params.messages,
+            )
+        return validated, prompt
+
+    async def prepare(self, request: ChatRequest) -> Job:
+        validated, prompt = await self.validate(request)
+        max_new = min(validated.cap, self.info.context_window - prompt.n_tokens)
+        return Job(self, validated, prompt, max_new, self.queue.admit())
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        _validated, prompt = await self.validate(request)
+        return prompt.n_tokens
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        job = await self.prepare(request)
+        return await job.collect()
+
+    async def unload(self) -> bool:
+        await self.queue.wait_idle()
+        return await self.run_worker(self.backend.unload)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def run_worker(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
+        return asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+
+class Job:
+    """One admitted generation; iterate ``events()`` exactly once (or ``collect()``)."""
+
+    def __init__(self, engine: Engine, request: ValidatedRequest, prompt: Prompt, max_new: int, ticket: Ticket):
+        self.engine = engine
+        self.request = request
+        self.prompt = prompt
+        self.max_new = max_new
+        self.ticket = ticket
+        self.cancel = threading.Event()
+
+    def close(self) -> None:
+        """Give up the place without generating (the client left before the stream began)."""
+        self.cancel.set()
+        self.ticket.release()
+
+    async def collect(self) -> Completion:
+        reasoning: list[str] = []
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        finished = Finished("stop")
+        async for event in self.events():
+            if isinstance(event, ReasoningDelta):
+                reasoning.append(event.text)
+            elif isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, ToolCall):
+                calls.append(event)
+            else:
+                finished = event
+        return Completion("".join(reasoning), "".join(text), calls, finished)
+
+    async def events(self) -> AsyncIterator[Event]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        worker: asyncio.Future[Any] | None = None
+        try:
+            await self.ticket.wait()
+            def emit(item: Any) -> None:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+            worker = self.engine.run_worker(lambda: self._work(emit))
+            while True:
+                item = await queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.cancel.set()
+            if worker is None or worker.done():
+                self.ticket.release()
+            else:
+                # the worker checks `cancel` every token: the slot frees the moment it stops
+                worker.add_done_callback(lambda _f: self.ticket.release())
+
+    # runs on the generation thread
+    def _work(self, emit: Callable[[Any], None]) -> None:
+        engine, request = self.engine, self.request
+        namespaces = {t.name: t.namespace for t in request.tools}
+        parser = OutputParser(
+            markers=engine.backend.markers,
+            tool_parser=engine.backend.tool_parser,
+            stop=request.stop,
+            namespaces=namespaces,
+            tools=request.tools,
+            start_in_reasoning=self.prompt.start_in_reasoning,
+        )
+        params = GenerationParams(
+            sampling=request.sampling,
+            max_new=self.max_new,
+            output_format=request.output_format,
+            tool_choice=request.tool_choice,
+            forced_tool=request.forced_tool,
+        )
+        stats = GenerationStats()
+        reason = "stop"
+        try:
+            if not engine.backend.loaded:
+                engine.backend.load()
+            pieces = engine.backend.generate(request, self.prompt, params, self.cancel, stats)
+            try:
+                for piece in pieces:
+                    if self.cancel.is_set():
+                        return
+                    if piece.finish:
+                        reason = piece.finish
+                    for event in parser.feed(piece.text, piece.tokens):
+                        emit(event)
+                    if parser.stopped is not None:
+                        break
+                    if parser.completion_tokens >= self.max_new:
+                        reason = "length"
+                        break
+            finally:
+                close = getattr(pieces, "close", None)
+                if close is not None:
+                    close()
+            if self.cancel.is_set():
+                return
+            for event in parser.finish():
+                emit(event)
+            if parser.tool_calls:
+                reason = "tool_calls"
+            usage = Usage(
+                prompt_tokens=self.prompt.n_tokens,
+                cached_tokens=stats.cached_tokens,
+                completion_tokens=parser.completion_tokens,
+                reasoning_tokens=parser.reasoning_tokens,
+            )
+            emit(Finished(reason, usage, parser.stopped))
+        except TinyTitanError as exc:
+            log.warning("request %s failed: %s", request.request_id, exc.message)
+            emit(exc)
+        except Exception:
+            log.exception("request %s: generation failed", request.request_id)
+            emit(GenerationFailed())
+        finally:
+            emit(_DONE)

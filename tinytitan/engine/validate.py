@@ -1,0 +1,342 @@
+"""The ONE validator (reference §4). Every protocol funnels its mapped ``ChatRequest`` here.
+
+It checks the client's values, applies the model's defaults, merges the leading guidance into one
+system text, resolves the reasoning level and returns a ``ValidatedRequest``. Errors name the
+field in the client's own spelling (``ChatRequest.params``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.output_format import parse_output_format
+from tinytitan.engine.reasoning import resolve_level
+from tinytitan.engine.request import (
+    ChatRequest,
+    Message,
+    ModelInfo,
+    Sampling,
+    Tool,
+    ToolCallSpec,
+    Turn,
+    ValidatedRequest,
+)
+
+__all__ = ["MAX_MESSAGES", "validate"]
+
+MAX_MESSAGES = 1000
+MAX_STOP = 4
+MAX_STOP_BYTES = 256
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_FALLBACK_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+
+
+def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
+    _check_refusals(request)
+    system, turns = _check_messages(request)
+    tools = _check_tools(request)
+    tool_choice, forced = _check_tool_choice(request, tools, model)
+    output_format = parse_output_format(request.response_format, request.params.response_format)
+    resolution = resolve_level(
+        request.reasoning,
+        model.reasoning_levels,
+        model.default_reasoning,
+        request_id=request.request_id,
+        force_off="structured output" if output_format is not None else None,
+    )
+    return ValidatedRequest(
+        request=request,
+        model_id=model.id,
+        system=system,
+        turns=turns,
+        tools=() if tool_choice == "none" else tools,
+        tool_choice=tool_choice,
+        sampling=_check_sampling(request, model),
+        stop=_check_stop(request),
+        cap=_check_cap(request, model),
+        reasoning_level=resolution.level,
+        output_format=output_format,
+        strip_cli=strip_cli,
+        forced_tool=forced,
+    )
+
+
+def _check_refusals(request: ChatRequest) -> None:
+    if request.n is not None and request.n != 1:
+        raise InvalidRequest("n must be 1: one choice per request", param="n", code="unsupported_value")
+    if request.logprobs:
+        raise InvalidRequest("logprobs are not supported", param="logprobs", code="unsupported_value")
+    if request.top_logprobs:
+        raise InvalidRequest("top_logprobs is not supported", param="top_logprobs", code="unsupported_value")
+    if request.include_usage is not None and not request.stream:
+        raise InvalidRequest(
+            "stream_options is only allowed together with stream: true",
+            param="stream_options.include_usage",
+        )
+
+
+def _text_of(message: Message, where: str) -> str:
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for j, part in enumerate(content):
+        if part.type not in ("text", "input_text", "output_text"):
+            raise InvalidRequest(
+                f"content parts of type '{part.type}' are not supported; this server is text-only",
+                param=f"{where}.content[{j}]",
+                code="unsupported_content",
+            )
+        if part.text is None:
+            raise InvalidRequest("a text part needs a 'text' string", param=f"{where}.content[{j}].text")
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]:
+    name = request.params.messages
+    messages = request.messages
+    if not messages:
+        raise InvalidRequest(f"{name} must not be empty", param=name, code="invalid_message")
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidRequest(
+            f"at most {MAX_MESSAGES} messages are allowed, got {len(messages)}",
+            param=name,
+            code="value_too_large",
+        )
+    guidance: list[str] = []
+    turns: list[Turn] = []
+    open_calls: dict[str, str] = {}  # id -> function name, awaiting a result
+    seen_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        where = f"{name}[{i}]"
+        role = message.role
+        if role not in _ROLES:
+            raise InvalidRequest(
+                f"unknown role '{role}'; expected one of system, developer, user, assistant, tool",
+                param=f"{where}.role",
+                code="invalid_message",
+            )
+        text = _text_of(message, where)
+        if role in ("system", "developer"):
+            if turns:
+                raise InvalidRequest(
+                    "system or developer guidance must precede the conversation",
+                    param=f"{where}.role",
+                    code="invalid_message",
+                )
+            if text:
+                guidance.append(text)
+            continue
+        if message.tool_calls and role != "assistant":
+            raise InvalidRequest(
+                "tool_calls are only allowed on assistant messages",
+                param=f"{where}.tool_calls",
+                code="invalid_tool_call",
+            )
+        if role == "assistant":
+            calls = _check_calls(message.tool_calls, where, seen_ids)
+            open_calls.update({c.id: c.name for c in calls})
+            turns.append(Turn("assistant", text, tool_calls=calls))
+        elif role == "tool":
+            call_id = message.tool_call_id
+            if not call_id or call_id not in open_calls:
+                raise InvalidRequest(
+                    f"tool message answers no earlier unresolved tool call (tool_call_id '{call_id or ''}')",
+                    param=f"{where}.tool_call_id",
+                    code="invalid_tool_result",
+                )
+            turns.append(Turn("tool", text, tool_call_id=call_id, name=open_calls.pop(call_id)))
+        else:
+            if message.content is None:
+                raise InvalidRequest("a user message needs content", param=f"{where}.content", code="invalid_message")
+            turns.append(Turn("user", text))
+    if not turns:
+        raise InvalidRequest(
+            f"{name} must contain at least one user, assistant or tool message",
+            param=name,
+            code="invalid_message",
+        )
+    if open_calls:
+        pending = ", ".join(sorted(open_calls))
+        raise InvalidRequest(
+            f"the conversation ends with unresolved tool calls ({pending}); send their results as tool messages",
+            param=name,
+            code="invalid_tool_call",
+        )
+    return ("\n\n".join(guidance) if guidance else None), tuple(turns)
+
+
+def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) -> tuple[ToolCallSpec, ...]:
+    for k, call in enumerate(calls):
+        here = f"{where}.tool_calls[{k}]"
+        if not call.id:
+            raise InvalidRequest("a tool call needs a non-empty id", param=f"{here}.id", code="invalid_tool_call")
+        if call.id in seen:
+            raise InvalidRequest(f"duplicate tool call id '{call.id}'", param=f"{here}.id", code="invalid_tool_call")
+        seen.add(call.id)
+        if not call.name:
+            raise InvalidRequest("a tool call needs a function name", param=f"{here}.function.name",
+                                 code="invalid_tool_call")
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            raise InvalidRequest(
+                "tool call arguments must be a JSON object",
+                param=f"{here}.function.arguments",
+                code="invalid_tool_arguments",
+            )
+    return calls
+
+
+def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
+    name = request.params.tools
+    seen: set[str] = set()
+    for i, tool in enumerate(request.tools):
+        where = f"{name}[{i}]"
+        if tool.type != "function":
+            raise InvalidRequest(
+                f"tools of type '{tool.type}' are not supported; only function tools",
+                param=f"{where}.type",
+                code="unsupported_tool",
+            )
+        if not _TOOL_NAME.match(tool.name or ""):
+            raise InvalidRequest(
+                f"invalid tool name '{tool.name}': use 1-64 letters, digits, '_' or '-'",
+                param=f"{where}.{request.params.tool_prefix}name",
+                code="invalid_tool_name",
+            )
+        if tool.name in seen:
+            raise InvalidRequest(
+                f"duplicate tool name '{tool.name}'", param=f"{where}.{request.params.tool_prefix}name",
+                code="invalid_tool_name",
+            )
+        seen.add(tool.name)
+        schema = tool.parameters
+        if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
+            raise InvalidRequest(
+                "tool parameters must be a JSON schema of type 'object'",
+                param=f"{where}.{request.params.tool_prefix}{request.params.tool_schema}",
+                code="invalid_tool_schema",
+            )
+    return request.tools
+
+
+def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo) -> tuple[str, str | None]:
+    choice = request.tool_choice
+    param = request.params.tool_choice
+    if choice is None or choice == "auto":
+        return "auto", None
+    if choice == "none":
+        return "none", None
+    forced: str | None = None
+    if choice == "required":
+        kind = "required"
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        fn = choice.get("function")
+        forced = (fn.get("name") if isinstance(fn, dict) else None) or choice.get("name")
+        if not isinstance(forced, str) or not forced:
+            raise InvalidRequest("a named tool_choice needs the function's name", param=param)
+        kind = "function"
+    else:
+        raise InvalidRequest(
+            f"unsupported tool_choice {json.dumps(choice)}; use 'auto', 'none', 'required' or a named function",
+            param=param,
+        )
+    if not model.forced_tool_calls:
+        raise InvalidRequest(
+            f"tool_choice '{kind}' (forcing a tool call) is not supported by this model's decoder; use 'auto'",
+            param=param,
+            code="unsupported_value",
+        )
+    if not tools:
+        raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
+    if forced is not None and forced not in {t.name for t in tools}:
+        raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
+    return ("required" if forced is None else "function"), forced
+
+
+def _in_range(value: float | None, low: float, high: float, *, param: str, low_open: bool = False) -> None:
+    if value is None:
+        return
+    if value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise InvalidRequest(f"{param} must be in {bracket}{low:g}, {high:g}], got {value:g}", param=param)
+
+
+def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
+    s, p = request.sampling, request.params
+    _in_range(s.temperature, 0.0, request.temperature_max, param=p.temperature)
+    _in_range(s.top_p, 0.0, 1.0, param=p.top_p, low_open=True)
+    if s.top_k is not None and not 1 <= s.top_k <= 256:
+        raise InvalidRequest(f"{p.top_k} must be in [1, 256], got {s.top_k}", param=p.top_k)
+    if s.repetition_penalty is not None and s.repetition_penalty <= 0:
+        raise InvalidRequest("repetition_penalty must be > 0", param="repetition_penalty")
+    _in_range(s.presence_penalty, -2.0, 2.0, param="presence_penalty")
+    if s.frequency_penalty:
+        raise InvalidRequest(
+            "frequency_penalty is not supported; use presence_penalty or repetition_penalty",
+            param="frequency_penalty",
+            code="unsupported_value",
+        )
+    if s.seed is not None and not 0 <= s.seed < 2**64:
+        raise InvalidRequest("seed must be an unsigned 64-bit integer", param=p.seed)
+    defaults: dict[str, Any] = {**_FALLBACK_SAMPLING, **model.defaults}
+    return Sampling(
+        temperature=s.temperature if s.temperature is not None else float(defaults["temperature"]),
+        top_p=s.top_p if s.top_p is not None else float(defaults["top_p"]),
+        top_k=s.top_k if s.top_k is not None else int(defaults["top_k"]),
+        repetition_penalty=s.repetition_penalty
+        if s.repetition_penalty is not None
+        else defaults.get("repetition_penalty"),
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=None,
+        seed=s.seed,
+    )
+
+
+def _check_cap(request: ChatRequest, model: ModelInfo) -> int:
+    p = request.params
+    if request.max_tokens is not None and request.max_completion_tokens is not None:
+        raise InvalidRequest(
+            f"give either {p.max_tokens} or {p.max_completion_tokens}, not both", param=p.max_completion_tokens
+        )
+    param = p.max_completion_tokens if request.max_completion_tokens is not None else p.max_tokens
+    cap = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    if cap is None:
+        return model.context_window
+    if cap <= 0:
+        raise InvalidRequest(f"{param} must be greater than 0, got {cap}", param=param)
+    if cap > model.context_window:
+        if request.clamp_max_tokens:
+            return model.context_window
+        raise InvalidRequest(
+            f"{param} ({cap}) exceeds the model's context window ({model.context_window})",
+            param=param,
+            code="value_too_large",
+        )
+    return cap
+
+
+def _check_stop(request: ChatRequest) -> tuple[str, ...]:
+    param = request.params.stop
+    stop = request.stop
+    if stop is None:
+        return ()
+    items = (stop,) if isinstance(stop, str) else tuple(stop)
+    if len(items) > MAX_STOP:
+        raise InvalidRequest(f"at most {MAX_STOP} stop strings are allowed, got {len(items)}", param=param)
+    if any(not s for s in items):
+        raise InvalidRequest("stop strings must not be empty", param=param)
+    unique = tuple(dict.fromkeys(items))
+    if sum(len(s.encode()) for s in unique) > MAX_STOP_BYTES:
+        raise InvalidRequest(f"stop strings may total at most {MAX_STOP_BYTES} bytes", param=param)
+    return unique
