@@ -1,0 +1,3 @@
+from tinytitan.cli.app import main
+
+main()

@@ -1,0 +1,50 @@
+"""``create_app``: one Litestar app over one Engine; the app's lifespan owns the engine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.types import ASGIApp
+
+from tinytitan.api.chat_completions.routes import ChatCompletionsController
+from tinytitan.api.errors import exception_handler
+from tinytitan.api.guard import GuardConfig, guarded
+from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
+from tinytitan.engine.service import Engine
+from tinytitan.settings import Settings
+
+__all__ = ["create_app"]
+
+
+def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
+    """The ASGI app: the transport guard wrapped around the Litestar app."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(_app: Litestar) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            engine.shutdown()
+
+    def provide_engine() -> Engine:
+        return engine
+
+    handlers: list[Any] = [health, health_head, ModelsController, ChatCompletionsController]
+    if hasattr(engine.backend, "recorded"):
+        handlers.append(stub_requests)
+    guard = GuardConfig(host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins)
+    app = Litestar(
+        route_handlers=handlers,
+        dependencies={"engine": Provide(provide_engine, sync_to_thread=False)},
+        exception_handlers={Exception: exception_handler},
+        lifespan=[lifespan],
+        request_max_body_size=settings.body_limit,
+        openapi_config=None,
+        debug=False,
+    )
+    return guarded(app, guard)

@@ -1,0 +1,1 @@
+"""OpenAI Chat Completions: wire types (protocol), mapping (translate), the controller (routes)."""

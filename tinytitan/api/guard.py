@@ -1,0 +1,130 @@
+"""The transport guard (reference §1), a plain ASGI middleware in front of every route.
+
+- assigns the request id (``req_<32hex>``) and stamps ``openai-version`` on every response and
+  ``request-id`` on Anthropic ones;
+- the DNS-rebinding guard: a ``Host`` that is not loopback or the configured host → 403;
+- the Origin rule: a non-loopback ``Origin`` → 403 unless listed with ``--cors-origin`` (then CORS
+  headers are sent, and preflights answered);
+- the optional API key: with ``--api-key`` every route but ``/health`` needs it → 401;
+- POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Iterable
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from tinytitan.api.errors import error_payload, is_anthropic
+from tinytitan.engine.errors import AuthenticationFailed, Forbidden, TinyTitanError, UnsupportedMediaType
+
+__all__ = ["GuardConfig", "guarded"]
+
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+_LOOPBACK_ORIGIN = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$", re.IGNORECASE)
+_NO_BODY_POSTS = ("/v1/models/unload", "/cancel")
+
+
+class GuardConfig:
+    def __init__(self, *, host: str = "127.0.0.1", api_key: str | None = None, cors_origins: Iterable[str] = ()):
+        self.hosts = set(_LOOPBACK_HOSTS)
+        if host not in ("0.0.0.0", "::"):
+            self.hosts.add(host.lower())
+        self.any_host = host in ("0.0.0.0", "::")
+        self.api_key = api_key
+        self.cors_origins = {o.rstrip("/") for o in cors_origins}
+
+
+def _host_name(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _check(scope: Scope, headers: dict[str, str], config: GuardConfig) -> str | None:
+    """Raise the guard's refusal; return the allowed CORS origin, if any."""
+    host = headers.get("host")
+    if host is not None and not config.any_host and _host_name(host) not in config.hosts:
+        raise Forbidden("host not allowed")
+    origin = headers.get("origin")
+    cors: str | None = None
+    if origin is not None and origin != "null" and not _LOOPBACK_ORIGIN.match(origin):
+        if origin.rstrip("/") not in config.cors_origins:
+            raise Forbidden("origin not allowed; start the server with --cors-origin to allow it")
+        cors = origin
+    if scope["method"] == "OPTIONS" and cors is not None:
+        return cors
+    path = scope.get("path", "")
+    if config.api_key and path != "/health":
+        auth = headers.get("authorization", "")
+        given = auth[7:].strip() if auth.lower().startswith("bearer ") else headers.get("x-api-key")
+        if not given or not secrets.compare_digest(given, config.api_key):
+            raise AuthenticationFailed("missing or invalid API key")
+    if scope["method"] == "POST":
+        media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        has_body = "content-type" in headers or "transfer-encoding" in headers or headers.get(
+            "content-length", "0"
+        ).strip() not in ("", "0")
+        if media != "application/json" and (has_body or not path.endswith(_NO_BODY_POSTS)):
+            raise UnsupportedMediaType(f"content-type must be application/json, got '{media or 'none'}'")
+    return cors
+
+
+def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-allow-credentials", b"true"),
+        (b"vary", b"Origin"),
+    ]
+
+
+def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
+    """Wrap the whole app (not only matched routes, so 404 / 405 answers are stamped too)."""
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        request_id = "req_" + secrets.token_hex(16)
+        scope.setdefault("state", {})["request_id"] = request_id  # type: ignore[index]
+        headers = _headers(scope)
+        anthropic = is_anthropic(scope.get("path", ""), headers)
+        extra = [(b"openai-version", b"2020-10-01")]
+        if anthropic:
+            extra.append((b"request-id", request_id.encode()))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *extra]  # type: ignore[typeddict-item]
+            await send(message)
+
+        try:
+            cors = _check(scope, headers, config)
+        except TinyTitanError as exc:
+            status, body, err_headers = error_payload(exc, anthropic=anthropic, request_id=request_id)
+            raw = json.dumps(body).encode()
+            start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+            start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
+            await send_with_headers({"type": "http.response.start", "status": status, "headers": start_headers})
+            await send({"type": "http.response.body", "body": raw})
+            return
+        if cors is not None:
+            extra.extend(_cors_headers(cors))
+            if scope["method"] == "OPTIONS":
+                extra.extend([
+                    (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                    (b"access-control-allow-headers", b"*"),
+                    (b"access-control-max-age", b"600"),
+                ])
+                await send_with_headers({"type": "http.response.start", "status": 204, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
+        await app(scope, receive, send_with_headers)
+
+    return middleware

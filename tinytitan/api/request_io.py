@@ -1,0 +1,53 @@
+"""Reading a request body into wire types, and noticing a client that went away."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import msgspec
+from litestar import Request
+
+from tinytitan.engine.errors import InvalidRequest
+
+__all__ = ["decode_json", "read_json", "until_disconnect"]
+
+T = TypeVar("T")
+_PATH = re.compile(r"- at `\$\.?(.*)`$")
+
+
+def decode_json(body: bytes, wire_type: type[T]) -> T:
+    """Decode ``body`` as ``wire_type``; a malformed body or a wrong-typed field → 400 ``invalid_json``."""
+    try:
+        return msgspec.json.decode(body, type=wire_type)
+    except msgspec.ValidationError as exc:
+        detail = str(exc)
+        match = _PATH.search(detail)
+        param = match.group(1) if match and match.group(1) else None
+        raise InvalidRequest(f"malformed JSON request: {detail}", param=param, code="invalid_json") from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"malformed JSON request: {exc}", code="invalid_json") from exc
+
+
+async def read_json(request: Request[Any, Any, Any], wire_type: type[T]) -> T:
+    return decode_json(await request.body(), wire_type)
+
+
+async def until_disconnect(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:
+    """Await ``work``; if the client disconnects first, cancel it (which frees its queue slot)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                task.cancel()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await task
+    finally:
+        watcher.cancel()

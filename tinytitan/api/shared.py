@@ -1,0 +1,63 @@
+"""Shared routes (reference §3): health, the model list in both shapes, one model, unload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get, head, post
+
+from tinytitan.engine.errors import UnknownModel
+from tinytitan.engine.service import Engine
+
+__all__ = ["ModelsController", "health", "health_head", "stub_requests"]
+
+
+def _openai_model(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "owned_by": "tinytitan"}
+
+
+def _anthropic_model(model_id: str) -> dict[str, Any]:
+    return {"type": "model", "id": model_id, "display_name": model_id, "created_at": "1970-01-01T00:00:00Z"}
+
+
+@get("/health", sync_to_thread=False)
+def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@head("/health", sync_to_thread=False)
+def health_head() -> None:
+    return None
+
+
+class ModelsController(Controller):
+    path = "/v1/models"
+
+    @get("/")
+    async def list_models(self, request: Request[Any, Any, Any], engine: Engine) -> dict[str, Any]:
+        ids = engine.model_ids()
+        if "anthropic-version" in request.headers:
+            return {
+                "data": [_anthropic_model(i) for i in ids],
+                "has_more": False,
+                "first_id": ids[0] if ids else None,
+                "last_id": ids[-1] if ids else None,
+            }
+        return {"object": "list", "data": [_openai_model(i) for i in ids]}
+
+    @get("/{model_id:path}")
+    async def get_model(self, request: Request[Any, Any, Any], engine: Engine, model_id: str) -> dict[str, Any]:
+        name = model_id.lstrip("/")
+        if not engine.accepts(name):
+            raise UnknownModel(name)
+        return _anthropic_model(name) if "anthropic-version" in request.headers else _openai_model(name)
+
+    @post("/unload", status_code=200)
+    async def unload(self, engine: Engine) -> dict[str, Any]:
+        return {"status": "ok", "unloaded": await engine.unload()}
+
+
+@get("/_stub/requests")
+async def stub_requests(engine: Engine) -> list[dict[str, Any]]:
+    """The requests a scripted backend recorded (only mounted when serving ``--stub``)."""
+    return list(getattr(engine.backend, "recorded", []))

@@ -1,0 +1,83 @@
+"""SSE framed in one place: adapters yield ``SSE`` items; this module adds keepalives and frames.
+
+Chat Completions frames are ``data: <json>`` lines; Responses and Messages name each ``event:``.
+While the next event is slow (queued, prefill), a keepalive goes out every ``interval`` seconds:
+an SSE comment ``: ping`` on OpenAI streams, ``event: ping`` on Anthropic ones (reference §1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+__all__ = ["KEEPALIVE_SECONDS", "SSE", "sse_response"]
+
+KEEPALIVE_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SSE:
+    """One event: ``data`` is JSON-encoded unless it is already a string (``[DONE]``)."""
+
+    data: Any
+    event: str | None = None
+
+    def message(self) -> ServerSentEventMessage:
+        data = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
+        return ServerSentEventMessage(data=data, event=self.event)
+
+
+_OPENAI_PING = ServerSentEventMessage(comment="ping")
+_ANTHROPIC_PING = SSE({"type": "ping"}, event="ping")
+
+
+async def _with_keepalive(
+    events: AsyncIterator[SSE], ping: ServerSentEventMessage, interval: float
+) -> AsyncIterator[ServerSentEventMessage]:
+    iterator = aiter(events)
+    pending: asyncio.Task[SSE] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield ping
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            finally:
+                pending = None
+            yield item.message()
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(BaseException):
+                await aclose()
+
+
+class _EventStream(ServerSentEvent):
+    """A route's default media type must not override ``text/event-stream``."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["media_type"] = "text/event-stream"
+        return super().to_asgi_response(*args, **kwargs)
+
+
+def sse_response(
+    events: AsyncIterator[SSE], *, anthropic: bool = False, interval: float = KEEPALIVE_SECONDS
+) -> ServerSentEvent:
+    ping = _ANTHROPIC_PING.message() if anthropic else _OPENAI_PING
+    return _EventStream(_with_keepalive(events, ping, interval))

@@ -1,0 +1,41 @@
+"""The Typer root. Subcommands live in their own modules and import heavy things lazily."""
+
+from __future__ import annotations
+
+import typer
+
+from tinytitan import __version__
+from tinytitan.cli.serve import serve
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="tinytitan",
+    help="A local LLM server for coding agents: OpenAI Chat Completions, OpenAI Responses and "
+    "Anthropic Messages over one generation path.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tinytitan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """TinyTitan: serve a local model to Claude Code, Codex, pi, Aider and the OpenAI / Anthropic SDKs."""
+
+
+app.command("serve")(serve)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,60 @@
+"""Server settings: every ``serve`` flag, also readable from a ``TINYTITAN_*`` environment variable.
+
+The CLI fills one ``Settings``; the app and the engine read only this object.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "SettingsError", "is_loopback"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8096
+BODY_LIMIT = 32 * 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be served; the message says why and what to do."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class Settings:
+    model: str | None = None
+    model_id: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    queue_limit: int = 4
+    max_context: int | None = None
+    reasoning: str | None = None
+    stub: str | None = None
+    log_level: str = "info"
+    body_limit: int = BODY_LIMIT
+    prompt_cache_entries: int = 4
+    prompt_cache_mib: int = 2048
+    dtype: str = "auto"
+
+    def check(self) -> None:
+        """Refuse settings that would be unsafe or meaningless, before anything starts."""
+        if not is_loopback(self.host) and not self.api_key:
+            raise SettingsError(
+                f"refusing to listen on {self.host} without --api-key: any machine that can reach it could "
+                "use the model. Pass --api-key KEY (clients then send it as a Bearer token or x-api-key), "
+                "or bind to 127.0.0.1."
+            )
+        if self.queue_limit < 0:
+            raise SettingsError("--queue-limit must be 0 or more")
+        if self.max_context is not None and self.max_context < 16:
+            raise SettingsError("--max-context must be at least 16 tokens")
