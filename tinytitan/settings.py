@@ -45,6 +45,7 @@ class Settings:
     prompt_cache_entries: int = 4
     prompt_cache_mib: int = 2048
     dtype: str = "auto"
+    keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Litestar
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.types import ASGIApp
 
@@ -45,6 +46,7 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         lifespan=[lifespan],
         request_max_body_size=settings.body_limit,
         openapi_config=None,
+        state=State({"keepalive_seconds": settings.keepalive_seconds}),
         debug=False,
     )
     return guarded(app, guard)

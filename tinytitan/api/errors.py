@@ -79,7 +79,9 @@ def request_id_of(scope: Any) -> str:
     return str(state.get("request_id", "req_unknown"))
 
 
-def error_payload(exc: TinyTitanError, *, anthropic: bool, request_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+def error_payload(
+    exc: TinyTitanError, *, anthropic: bool, request_id: str
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Status, envelope and extra headers (``Retry-After`` on a full queue) for either protocol."""
     status, body = anthropic_error(exc, request_id) if anthropic else openai_error(exc)
     headers = {"retry-after": str(exc.retry_after)} if isinstance(exc, QueueFull) else {}

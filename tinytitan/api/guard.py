@@ -15,6 +15,7 @@ import json
 import re
 import secrets
 from collections.abc import Iterable
+
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from tinytitan.api.errors import error_payload, is_anthropic

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from litestar import Request
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 __all__ = ["KEEPALIVE_SECONDS", "SSE", "sse_response"]
@@ -77,7 +78,9 @@ class _EventStream(ServerSentEvent):
 
 
 def sse_response(
-    events: AsyncIterator[SSE], *, anthropic: bool = False, interval: float = KEEPALIVE_SECONDS
+    events: AsyncIterator[SSE], request: Request[Any, Any, Any], *, anthropic: bool = False
 ) -> ServerSentEvent:
+    """Frame ``events`` as SSE with the protocol's keepalive (interval from the app's settings)."""
+    interval = float(request.app.state.get("keepalive_seconds", KEEPALIVE_SECONDS))
     ping = _ANTHROPIC_PING.message() if anthropic else _OPENAI_PING
     return _EventStream(_with_keepalive(events, ping, interval))

@@ -74,7 +74,7 @@ class Engine:
     async def validate(self, request: ChatRequest) -> tuple[ValidatedRequest, Prompt]:
         """Route, validate, render and count: every refusal that needs no slot."""
         info = self.info
-        base, strip = resolve_model(request.model, info.id)
+        _base, strip = resolve_model(request.model, info.id)
         if strip:
             request = strip_cli(request)
         validated = validate(request, info, strip_cli=strip)

@@ -27,6 +27,6 @@ class ChatCompletionsController(Controller):
         job = await engine.prepare(chat)
         model = job.request.model_id
         if chat.stream:
-            return sse_response(stream_chunks(job.events(), model, include_usage=bool(chat.include_usage)))
+            return sse_response(stream_chunks(job.events(), model, include_usage=bool(chat.include_usage)), request)
         result = await until_disconnect(request, job.collect())
         return Response(completion_object(result, model))

@@ -28,11 +28,7 @@ __all__ = ["completion_object", "finish_reason", "stream_chunks", "to_chat_reque
 
 
 def _message(m: ChatMessage) -> Message:
-    content: str | tuple[Part, ...] | None
-    if isinstance(m.content, list):
-        content = tuple(Part(p.type, p.text) for p in m.content)
-    else:
-        content = m.content
+    content = tuple(Part(p.type, p.text) for p in m.content) if isinstance(m.content, list) else m.content
     calls = tuple(ToolCallSpec(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or ())
     return Message(
         role=m.role,

@@ -1,0 +1,85 @@
+"""The official ``openai`` SDK as a strict wire checker for Chat Completions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import openai
+import pytest
+
+from tinytitan.testing.scripts import STUB_MODEL, script
+from tinytitan.testing.server import LiveServer
+
+Serve = Callable[..., AbstractContextManager[LiveServer]]
+
+RULES = (
+    {"when": {"last_role": "tool"}, "reply": {"text": "The weather in Oslo is 4 degrees."}},
+    {"when": {"user_contains": "weather"},
+     "reply": {"reasoning": "The user wants weather; call the tool.",
+               "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}},
+    {"reply": {"reasoning": "A greeting.", "text": "Hello! How can I help?"}},
+)
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Weather for a city",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+}
+
+
+@pytest.fixture
+def client(serve: Serve):  # type: ignore[no-untyped-def]
+    with serve(script(*RULES)) as live:
+        yield openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0), live
+
+
+def test_stream_accumulates_to_the_non_streaming_message(client) -> None:  # type: ignore[no-untyped-def]
+    sdk, _ = client
+    messages = [{"role": "user", "content": "hi"}]
+    plain = sdk.chat.completions.create(model=STUB_MODEL, messages=messages)
+    with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages,
+                                     stream_options={"include_usage": True}) as stream:
+        streamed = stream.get_final_completion()
+    assert streamed.choices[0].message.content == plain.choices[0].message.content == "Hello! How can I help?"
+    assert streamed.choices[0].finish_reason == plain.choices[0].finish_reason == "stop"
+    assert streamed.usage is not None and plain.usage is not None
+    assert streamed.usage.completion_tokens == plain.usage.completion_tokens
+    assert plain.usage.completion_tokens_details.reasoning_tokens > 0
+    assert plain.choices[0].message.model_extra["reasoning_content"] == "A greeting."
+
+
+def test_tool_round_trip(client) -> None:  # type: ignore[no-untyped-def]
+    sdk, live = client
+    messages: list[dict] = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    first = sdk.chat.completions.create(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Oslo"}
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "4 degrees"})
+    second = sdk.chat.completions.create(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL])
+    assert second.choices[0].message.content == "The weather in Oslo is 4 degrees."
+    recorded = live.recorded[-1]["messages"]
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool"]
+    assert recorded[2] == {"role": "tool", "content": "4 degrees", "tool_calls": [], "tool_call_id": call.id}
+
+
+def test_streamed_tool_call_matches(client) -> None:  # type: ignore[no-untyped-def]
+    sdk, _ = client
+    messages = [{"role": "user", "content": "weather?"}]
+    with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
+        final = stream.get_final_completion()
+    (call,) = final.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+def test_errors_surface_as_typed_exceptions(client) -> None:  # type: ignore[no-untyped-def]
+    sdk, _ = client
+    with pytest.raises(openai.NotFoundError):
+        sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk.chat.completions.create(model=STUB_MODEL, messages=[{"role": "user", "content": "hi"}], temperature=3)
+    assert info.value.param == "temperature"

@@ -1,0 +1,78 @@
+"""The CLI: help, version, the refusal of an unsafe bind, and a real ``serve --stub`` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from typer.testing import CliRunner
+
+from tinytitan import __version__
+from tinytitan.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_help_lists_serve_and_version() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "serve" in result.output
+    assert runner.invoke(app, ["--version"]).output.strip() == f"tinytitan {__version__}"
+    serve_help = runner.invoke(app, ["serve", "--help"]).output
+    for flag in ("--model", "--model-id", "--host", "--port", "--api-key", "--cors-origin", "--queue-limit",
+                 "--max-context", "--reasoning", "--thinking", "--stub", "--log-level", "TINYTITAN_PORT"):
+        assert flag in serve_help
+
+
+def test_non_loopback_without_key_is_refused(tmp_path: Path) -> None:
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"rules": []}))
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--stub", str(stub)])
+    assert result.exit_code == 2
+    assert "without --api-key" in result.output
+
+
+def test_env_vars_are_read(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["serve", "--stub", str(tmp_path / "s.json")], env={"TINYTITAN_HOST": "10.1.2.3"})
+    assert result.exit_code == 2 and "10.1.2.3" in result.output
+
+
+def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    result = runner.invoke(app, ["serve", "--stub", str(bad)])
+    assert result.exit_code == 2 and "not valid JSON" in result.output
+
+
+def test_serve_stub_process(tmp_path: Path) -> None:
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"model": "scripted", "context_window": 2048,
+                                "rules": [{"reply": {"text": "hi there"}}]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "tinytitan", "serve", "--stub", str(stub)],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = proc.stderr.readline() if proc.stderr else ""
+        assert f"'scripted' at http://127.0.0.1:{port}/v1" in banner and "context 2048 tokens" in banner
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                               json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert r.json()["choices"][0]["message"]["content"] == "hi there"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

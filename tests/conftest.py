@@ -1,0 +1,30 @@
+"""Shared fixtures: scripted backends and a real uvicorn server on an ephemeral loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+
+from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.testing.scripts import script
+from tinytitan.testing.server import LiveServer, live_server
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., AbstractContextManager[LiveServer]]]:
+    """``with serve(script(...), queue_limit=1) as server:`` — a live server for one test."""
+
+    def start(stub_script: dict[str, Any] | None = None, **kwargs: Any) -> AbstractContextManager[LiveServer]:
+        return live_server(StubBackend(stub_script or script()), **kwargs)
+
+    yield start
+
+
+@pytest.fixture
+def server(serve: Callable[..., AbstractContextManager[LiveServer]]) -> Iterator[LiveServer]:
+    """A live server with the default script."""
+    with serve() as live:
+        yield live

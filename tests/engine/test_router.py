@@ -1,0 +1,37 @@
+"""Model names and the -fast CLI strip (reference §3, §10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinytitan.engine.errors import UnknownModel
+from tinytitan.engine.request import ChatRequest, Message, Part, Tool, ToolCallSpec
+from tinytitan.engine.router import resolve_model, strip_cli
+
+
+def test_names() -> None:
+    assert resolve_model("m", "m") == ("m", False)
+    assert resolve_model("m-fast", "m") == ("m", True)
+    with pytest.raises(UnknownModel):
+        resolve_model("claude-sonnet-4-5", "m")
+
+
+def test_strip_cli() -> None:
+    request = ChatRequest(
+        model="m",
+        messages=(
+            Message("system", "guidance"),
+            Message("user", (Part("text", "<System-Reminder>x</System-Reminder>do it"),)),
+            Message("assistant", None, tool_calls=(ToolCallSpec("c1", "f", "{}"),)),
+            Message("tool", "result", tool_call_id="c1"),
+            Message("assistant", "done <system-reminder>y</system-reminder>"),
+            Message("user", "<system-reminder>only</system-reminder>"),
+        ),
+        tools=(Tool("f"),),
+    )
+    out = strip_cli(request)
+    assert out.tools == ()
+    assert [m.role for m in out.messages] == ["user", "assistant", "user"]
+    assert out.messages[0].content == (Part("text", "do it"),)
+    assert out.messages[1].content == "done"
+    assert out.messages[2].content == "<system-reminder>only</system-reminder>"  # would be empty: kept
