@@ -41,7 +41,9 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
     def provide_responses_store() -> ResponseStore:
         return responses_store
 
-    handlers: list[Any] = [health, health_head, ModelsController, ChatCompletionsController, ResponsesController]
+    handlers: list[Any] = [
+        health, health_head, ModelsController, ChatCompletionsController, ResponsesController,
+    ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
     guard = GuardConfig(host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins)

@@ -127,7 +127,9 @@ class OutputBuilder:
         ids = {"item_id": item["id"], "output_index": index}
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": ""}
-            events.append(self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part))
+            events.append(
+                self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part)
+            )
         elif item["type"] == "message":
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             events.append(self._event("response.content_part.added", **ids, content_index=0, part=part))
@@ -146,14 +148,22 @@ class OutputBuilder:
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": text}
             item["summary"] = [part]
-            events.append(self._event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text))
-            events.append(self._event("response.reasoning_summary_part.done", **ids, summary_index=0, part=part))
+            events.append(
+                self._event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text)
+            )
+            events.append(
+                self._event("response.reasoning_summary_part.done", **ids, summary_index=0, part=part)
+            )
         else:
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             item["content"] = [part]
             item["status"] = "completed"
-            events.append(self._event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[]))
-            events.append(self._event("response.content_part.done", **ids, content_index=0, part=copy.deepcopy(part)))
+            events.append(
+                self._event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[])
+            )
+            events.append(
+                self._event("response.content_part.done", **ids, content_index=0, part=copy.deepcopy(part))
+            )
         events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
         return events
 
@@ -164,8 +174,13 @@ class OutputBuilder:
         if kind == "reasoning":
             item: dict[str, Any] = {"id": new_item_id("reasoning"), "type": "reasoning", "summary": []}
         else:
-            item = {"id": new_item_id("message"), "type": "message", "role": "assistant",
-                    "status": "in_progress", "content": []}
+            item = {
+                "id": new_item_id("message"),
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
         return events + self._open_item(item)
 
     def _delta(self, kind: str, text: str) -> list[dict[str, Any]]:
@@ -174,15 +189,25 @@ class OutputBuilder:
         self._buffer.append(text)
         ids = {"item_id": self._open["id"], "output_index": len(self.output) - 1}
         if kind == "reasoning":
-            events.append(self._event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text))
+            events.append(
+                self._event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text)
+            )
         else:
-            events.append(self._event("response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[]))
+            events.append(
+                self._event("response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[])
+            )
         return events
 
     def _call(self, call: ToolCall) -> list[dict[str, Any]]:
         events = self._close()
-        item: dict[str, Any] = {"id": new_item_id("function_call"), "type": "function_call", "status": "in_progress",
-                                "name": call.name, "arguments": "", "call_id": call.id}
+        item: dict[str, Any] = {
+            "id": new_item_id("function_call"),
+            "type": "function_call",
+            "status": "in_progress",
+            "name": call.name,
+            "arguments": "",
+            "call_id": call.id,
+        }
         if call.namespace:
             item["namespace"] = call.namespace
         index = len(self.output)
@@ -192,8 +217,11 @@ class OutputBuilder:
         events.append(self._event("response.function_call_arguments.delta", **ids, delta=call.arguments_json))
         item["arguments"] = call.arguments_json
         item["status"] = "completed"
-        events.append(self._event("response.function_call_arguments.done", **ids, name=call.name,
-                                  arguments=call.arguments_json))
+        events.append(
+            self._event(
+                "response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments_json
+            )
+        )
         events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
         return events
 
@@ -229,7 +257,9 @@ class OutputBuilder:
         return [self._event("response.failed", response=self._snapshot())]
 
 
-async def encode_stream(events: AsyncIterator[Event], builder: OutputBuilder) -> AsyncIterator[dict[str, Any]]:
+async def encode_stream(
+    events: AsyncIterator[Event], builder: OutputBuilder
+) -> AsyncIterator[dict[str, Any]]:
     """created → in_progress → items … → completed | incomplete; a failure → response.failed."""
     for out in builder.start():
         yield out
@@ -265,10 +295,23 @@ def compaction_object(result: CompactionResult, instructions: str | None) -> dic
     """``POST /v1/responses/compact``'s answer (reference §11); ``tinytitan compact --json`` prints it too."""
     output: list[dict[str, Any]] = []
     if instructions:
-        output.append({"id": new_item_id("message"), "type": "message", "role": "developer", "status": "completed",
-                       "content": [{"type": "input_text", "text": instructions}]})
-    output.append({"id": "cmp_" + secrets.token_hex(16), "type": "compaction",
-                   "encrypted_content": result.payload(), "created_by": "tinytitan"})
+        output.append(
+            {
+                "id": new_item_id("message"),
+                "type": "message",
+                "role": "developer",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": instructions}],
+            }
+        )
+    output.append(
+        {
+            "id": "cmp_" + secrets.token_hex(16),
+            "type": "compaction",
+            "encrypted_content": result.payload(),
+            "created_by": "tinytitan",
+        }
+    )
     return {
         "id": "resp_cmp_" + secrets.token_hex(16),
         "object": "response.compaction",

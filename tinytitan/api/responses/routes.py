@@ -36,7 +36,9 @@ class ResponsesController(Controller):
     path = "/v1/responses"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore) -> Any:
+    async def create(
+        self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore
+    ) -> Any:
         store = responses_store
         wire = await read_json(request, ResponsesRequest)
         history: list[dict[str, Any]] = []
@@ -49,7 +51,10 @@ class ResponsesController(Controller):
                 )
             history = previous.conversation()
         chat, current = to_chat_request(
-            wire, history=history, resolve=store.find_item, workspace=request.headers.get("x-tinytitan-workspace")
+            wire,
+            history=history,
+            resolve=store.find_item,
+            workspace=request.headers.get("x-tinytitan-workspace"),
         )
         job = await engine.prepare(chat)
         keep = wire.store is not False
@@ -75,14 +80,18 @@ class ResponsesController(Controller):
         return Response(response)
 
     @post("/compact", status_code=200)
-    async def compact(self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore) -> Any:
+    async def compact(
+        self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore
+    ) -> Any:
         wire = await read_json(request, CompactRequest)
         if not wire.model:
             raise InvalidRequest("model is required", param="model", code="invalid_value")
         if not engine.accepts(wire.model):
             raise UnknownModel(wire.model)
         mapped = map_input(wire.input if wire.input is not None else [], resolve=responses_store.find_item)
-        work = compact(engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens)
+        work = compact(
+            engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens
+        )
         result = await until_disconnect(request, work)
         return Response(compaction_object(result, wire.instructions))
 
@@ -99,7 +108,9 @@ class ResponsesController(Controller):
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel(self, response_id: str, responses_store: ResponseStore) -> dict[str, Any]:
         _stored(responses_store, response_id)
-        raise InvalidRequest("Only responses created with background=true can be cancelled.", param="response_id")
+        raise InvalidRequest(
+            "Only responses created with background=true can be cancelled.", param="response_id"
+        )
 
     @get("/{response_id:str}/input_items")
     async def input_items(
