@@ -61,5 +61,6 @@ class CompactRequest(msgspec.Struct, omit_defaults=True):
     model: str | None = None
     instructions: str | None = None
     input: str | list[dict[str, Any]] | None = None
+    previous_response_id: str | None = None
     prompt_cache_key: str | None = None
     max_compaction_tokens: int | None = None

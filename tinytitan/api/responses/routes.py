@@ -16,7 +16,7 @@ from tinytitan.engine.errors import InvalidRequest, NotFound, UnknownModel
 from tinytitan.engine.service import Engine
 
 from .encode import OutputBuilder, collect_response, compaction_object, encode_stream, response_shell
-from .inputs import map_input, to_chat_request
+from .inputs import MappedInput, map_input, to_chat_request
 from .protocol import CompactRequest, ResponsesRequest
 from .store import ResponseStore, StoredResponse
 
@@ -32,6 +32,13 @@ def _stored(store: ResponseStore, response_id: str) -> StoredResponse:
     return found
 
 
+def _previous(store: ResponseStore, response_id: str) -> StoredResponse:
+    found = store.get(response_id)
+    if found is None:
+        raise NotFound(f"Previous response with id '{response_id}' not found.", param="previous_response_id")
+    return found
+
+
 class ResponsesController(Controller):
     path = "/v1/responses"
 
@@ -43,13 +50,7 @@ class ResponsesController(Controller):
         wire = await read_json(request, ResponsesRequest)
         history: list[dict[str, Any]] = []
         if wire.previous_response_id:
-            previous = store.get(wire.previous_response_id)
-            if previous is None:
-                raise NotFound(
-                    f"Previous response with id '{wire.previous_response_id}' not found.",
-                    param="previous_response_id",
-                )
-            history = previous.conversation()
+            history = _previous(store, wire.previous_response_id).conversation()
         chat, current = to_chat_request(
             wire,
             history=history,
@@ -88,7 +89,15 @@ class ResponsesController(Controller):
             raise InvalidRequest("model is required", param="model", code="invalid_value")
         if not engine.accepts(wire.model):
             raise UnknownModel(wire.model)
-        mapped = map_input(wire.input if wire.input is not None else [], resolve=responses_store.find_item)
+        mapped = MappedInput()
+        if wire.previous_response_id:
+            mapped = map_input(
+                _previous(responses_store, wire.previous_response_id).conversation(),
+                resolve=responses_store.find_item,
+                param="previous_response_id",
+            )
+        if wire.input is not None:
+            mapped.extend(map_input(wire.input, resolve=responses_store.find_item))
         work = compact(
             engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens
         )
