@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from conftest import MODEL
+
 from tinytitan.api.responses.inputs import chat_format, map_input, map_tools, to_chat_request
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.compaction import encode_payload
@@ -24,15 +24,26 @@ def test_items_without_type_are_inferred() -> None:
             {"role": "user", "content": "hi"},
             {"name": "f", "arguments": "{}", "call_id": "c1"},
             {"call_id": "c1", "output": "done"},
-            {"role": "assistant", "content": [{"type": "output_text", "text": "a"}, {"type": "refusal", "refusal": "b"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "a"}, {"type": "refusal", "refusal": "b"}],
+            },
         ],
         resolve=_none,
     )
     assert [(m.role, m.content) for m in mapped.messages] == [
-        ("user", "hi"), ("assistant", ""), ("tool", "done"), ("assistant", "ab"),
+        ("user", "hi"),
+        ("assistant", ""),
+        ("tool", "done"),
+        ("assistant", "ab"),
     ]
     assert mapped.messages[1].tool_calls[0].id == "c1"
-    assert [i["type"] for i in mapped.items] == ["message", "function_call", "function_call_output", "message"]
+    assert [i["type"] for i in mapped.items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
     assert all(i["id"] for i in mapped.items)
 
 
@@ -53,19 +64,40 @@ def test_calls_join_the_preceding_assistant_message_and_reasoning_is_skipped() -
 
 
 def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
-    tools = map_tools([
-        {"type": "function", "name": "f", "parameters": {"type": "object"}},
-        {"type": "namespace", "name": "crm", "tools": [{"type": "function", "name": "g"}, {"type": "custom", "name": "x"}]},
-        *({"type": t} for t in ("web_search", "file_search", "code_interpreter", "mcp", "image_generation",
-                                "computer_use_preview", "shell", "local_shell", "tool_search", "custom")),
-    ])
+    tools = map_tools(
+        [
+            {"type": "function", "name": "f", "parameters": {"type": "object"}},
+            {
+                "type": "namespace",
+                "name": "crm",
+                "tools": [{"type": "function", "name": "g"}, {"type": "custom", "name": "x"}],
+            },
+            *(
+                {"type": t}
+                for t in (
+                    "web_search",
+                    "file_search",
+                    "code_interpreter",
+                    "mcp",
+                    "image_generation",
+                    "computer_use_preview",
+                    "shell",
+                    "local_shell",
+                    "tool_search",
+                    "custom",
+                )
+            ),
+        ]
+    )
     assert [(t.name, t.namespace) for t in tools] == [("f", None), ("g", "crm")]
 
 
 def test_text_format_normalised_to_the_chat_spelling() -> None:
     fmt = {"type": "json_schema", "name": "n", "schema": {"type": "object"}, "strict": True}
-    assert chat_format(fmt) == {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"},
-                                                                       "strict": True}}
+    assert chat_format(fmt) == {
+        "type": "json_schema",
+        "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True},
+    }
     assert chat_format({"type": "text"}) == {"type": "text"}
     chat, _ = to_chat_request(ResponsesRequest(model=MODEL, input="x", text=None), history=[], resolve=_none)
     assert chat.params.messages == "input" and chat.params.max_tokens == "max_output_tokens"
@@ -74,9 +106,13 @@ def test_text_format_normalised_to_the_chat_spelling() -> None:
 def test_compaction_item_joins_the_system_block() -> None:
     payload = encode_payload("We chose B over A because of C.", "model", MODEL)
     wire = ResponsesRequest(
-        model=MODEL, instructions="Rules.",
-        input=[{"type": "message", "role": "developer", "content": "Dev."}, {"type": "compaction",
-               "encrypted_content": payload}, {"role": "user", "content": "continue"}],
+        model=MODEL,
+        instructions="Rules.",
+        input=[
+            {"type": "message", "role": "developer", "content": "Dev."},
+            {"type": "compaction", "encrypted_content": payload},
+            {"role": "user", "content": "continue"},
+        ],
     )
     chat, _ = to_chat_request(wire, history=[], resolve=_none)
     system = chat.messages[0]
@@ -119,17 +155,33 @@ def test_other_payload_version_is_refused() -> None:
         ({"top_logprobs": 2}, "top_logprobs", "unsupported_value"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt", "unsupported_value"),
         ({"conversation": "conv_1"}, "conversation", "unsupported_value"),
-        ({"include": ["reasoning.encrypted_content", "file_search_call.results"]}, "include[1]", "unsupported_value"),
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-         "input[0].content[0]", "unsupported_content"),
-        ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
-         "input[0].content[0]", "unsupported_content"),
-        ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
-         "input[0].tool_call_id", "invalid_tool_result"),
+        (
+            {"include": ["reasoning.encrypted_content", "file_search_call.results"]},
+            "include[1]",
+            "unsupported_value",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "input[0].content[0]",
+            "unsupported_content",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            "input[0].content[0]",
+            "unsupported_content",
+        ),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
+            "input[0].tool_call_id",
+            "invalid_tool_result",
+        ),
         ({"input": [{"foo": 1}]}, "input[0].type", "invalid_value"),
         ({"max_output_tokens": 0}, "max_output_tokens", "invalid_value"),
-        ({"tool_choice": "required", "tools": [{"type": "function", "name": "f"}]}, "tool_choice",
-         "unsupported_value"),
+        (
+            {"tool_choice": "required", "tools": [{"type": "function", "name": "f"}]},
+            "tool_choice",
+            "unsupported_value",
+        ),
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "invalid_tool_name"),
         ({"model": None}, "model", "invalid_value"),
     ],
@@ -145,5 +197,7 @@ def test_refusals_by_name(server: Any, extra: dict[str, Any], param: str, code: 
 def test_unknown_model_and_bad_json(server: Any) -> None:
     response = httpx.post(server.v1 + "/responses", json={"model": "gpt-5", "input": "hi"})
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
-    response = httpx.post(server.v1 + "/responses", content=b"{", headers={"content-type": "application/json"})
+    response = httpx.post(
+        server.v1 + "/responses", content=b"{", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"

@@ -11,7 +11,10 @@ WRITE_TOOL = {
     "type": "function",
     "name": "Write",
     "description": "Write a file",
-    "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}}},
+    "parameters": {
+        "type": "object",
+        "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+    },
     "strict": False,
 }
 
@@ -33,11 +36,38 @@ def _comparable(response: Any) -> dict[str, Any]:
 def test_object_has_every_field(client: Any) -> None:
     raw = client.responses.with_raw_response.create(model=MODEL, input="hi").http_response.json()
     for key in (
-        "id", "object", "created_at", "completed_at", "status", "background", "error", "incomplete_details",
-        "instructions", "max_output_tokens", "max_tool_calls", "model", "output", "parallel_tool_calls",
-        "previous_response_id", "prompt_cache_key", "reasoning", "safety_identifier", "service_tier", "store",
-        "temperature", "top_p", "presence_penalty", "frequency_penalty", "text", "tool_choice", "tools",
-        "top_logprobs", "truncation", "usage", "user", "metadata",
+        "id",
+        "object",
+        "created_at",
+        "completed_at",
+        "status",
+        "background",
+        "error",
+        "incomplete_details",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "model",
+        "output",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt_cache_key",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "truncation",
+        "usage",
+        "user",
+        "metadata",
     ):
         assert key in raw, key
     assert raw["id"].startswith("resp_") and len(raw["id"]) == 37
@@ -52,8 +82,10 @@ def test_object_has_every_field(client: Any) -> None:
         {"type": "output_text", "text": "hello from tinytitan", "annotations": [], "logprobs": []}
     ]
     usage = raw["usage"]
-    assert usage["input_tokens_details"] == {"cached_tokens": usage["input_tokens_details"]["cached_tokens"],
-                                             "cache_write_tokens": 0}
+    assert usage["input_tokens_details"] == {
+        "cached_tokens": usage["input_tokens_details"]["cached_tokens"],
+        "cache_write_tokens": 0,
+    }
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     assert 0 < usage["output_tokens_details"]["reasoning_tokens"] < usage["output_tokens"]
 
@@ -96,16 +128,37 @@ def test_function_call_round_trip_via_previous_response_id(client: Any, server: 
 
 def test_function_call_round_trip_via_resent_history(client: Any, server: Any) -> None:
     history = [
-        {"type": "message", "id": "msg_0b7f4f0e-8a3c-4f8e-9d56-1f2a3b4c5d6e", "role": "user",
-         "content": [{"type": "input_text", "text": "please write hello.txt"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}],
-         "encrypted_content": None},
-        {"type": "message", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Writing.", "annotations": [], "logprobs": []}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "Write",
-         "arguments": "{\"file_path\": \"/abs/hello.txt\"}", "status": "completed"},
-        {"call_id": "call_1", "output": [{"type": "input_text", "text": "written"}],
-         "id": "fco_0b7f4f0e-8a3c-4f8e-9d56-1f2a3b4c5d6e"},  # no type: inferred
+        {
+            "type": "message",
+            "id": "msg_0b7f4f0e-8a3c-4f8e-9d56-1f2a3b4c5d6e",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "please write hello.txt"}],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "hm"}],
+            "encrypted_content": None,
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Writing.", "annotations": [], "logprobs": []}],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "Write",
+            "arguments": '{"file_path": "/abs/hello.txt"}',
+            "status": "completed",
+        },
+        {
+            "call_id": "call_1",
+            "output": [{"type": "input_text", "text": "written"}],
+            "id": "fco_0b7f4f0e-8a3c-4f8e-9d56-1f2a3b4c5d6e",
+        },  # no type: inferred
     ]
     response = client.responses.create(model=MODEL, input=history, tools=[WRITE_TOOL], store=False)
     assert response.output_text == "The file is created."
@@ -116,8 +169,16 @@ def test_function_call_round_trip_via_resent_history(client: Any, server: Any) -
 
 
 def test_namespace_tool_call_carries_namespace(client: Any, server: Any) -> None:
-    tools = [{"type": "namespace", "name": "crm", "description": "CRM",
-              "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}]}]
+    tools = [
+        {
+            "type": "namespace",
+            "name": "crm",
+            "description": "CRM",
+            "tools": [
+                {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+            ],
+        }
+    ]
     response = client.responses.create(model=MODEL, input="lookup x", tools=tools)
     call = response.output[-1]
     assert call.type == "function_call" and call.name == "lookup" and call.namespace == "crm"
@@ -135,15 +196,28 @@ def test_namespace_tool_call_carries_namespace(client: Any, server: Any) -> None
 
 def test_codex_shaped_request_is_served(client: Any, server: Any) -> None:
     tools = [
-        {"type": "function", "name": "exec_command", "description": "run", "strict": False,
-         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+        {
+            "type": "function",
+            "name": "exec_command",
+            "description": "run",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
         {"type": "web_search", "external_web_access": False},
     ]
     stream = client.responses.create(
         model=MODEL,
         input=[
-            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "base prompt"}]},
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context/>"}]},
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "base prompt"}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "<environment_context/>"}],
+            },
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say hi"}]},
         ],
         tools=tools,
@@ -182,8 +256,12 @@ def test_instructions_and_guidance_merge_into_one_system_message(client: Any, se
 
 
 def test_text_format_is_normalised_and_echoed(client: Any, server: Any) -> None:
-    fmt = {"type": "json_schema", "name": "answer", "strict": True,
-           "schema": {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}}
+    fmt = {
+        "type": "json_schema",
+        "name": "answer",
+        "strict": True,
+        "schema": {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]},
+    }
     response = client.responses.create(model=MODEL, input="json please", text={"format": fmt})
     assert json.loads(response.output_text) == {"answer": 42}
     assert response.text.format.type == "json_schema" and response.text.format.name == "answer"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-
 from conftest import MODEL
+
 from tinytitan.api.responses.store import ResponseStore, StoredResponse
 
 
@@ -20,9 +20,16 @@ def test_retrieve_delete_and_cancel(server: Any) -> None:
     assert httpx.get(url).json() == created
     cancel = httpx.post(url + "/cancel")
     assert cancel.status_code == 400
-    assert cancel.json()["error"]["message"] == "Only responses created with background=true can be cancelled."
+    assert (
+        cancel.json()["error"]["message"] == "Only responses created with background=true can be cancelled."
+    )
     assert httpx.delete(url).json() == {"id": created["id"], "object": "response", "deleted": True}
-    for response in (httpx.get(url), httpx.delete(url), httpx.post(url + "/cancel"), httpx.get(url + "/input_items")):
+    for response in (
+        httpx.get(url),
+        httpx.delete(url),
+        httpx.post(url + "/cancel"),
+        httpx.get(url + "/input_items"),
+    ):
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "not_found"
 
@@ -76,8 +83,11 @@ def test_item_reference_resolves_against_the_store(client: Any, server: Any) -> 
     message_id = first.output[-1].id
     client.responses.create(
         model=MODEL,
-        input=[{"type": "message", "role": "user", "content": "hi"}, {"type": "item_reference", "id": message_id},
-               {"type": "message", "role": "user", "content": "again"}],
+        input=[
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "item_reference", "id": message_id},
+            {"type": "message", "role": "user", "content": "again"},
+        ],
     )
     assert [m["content"] for m in server.recorded[-1]["messages"]] == ["hi", "hello from tinytitan", "again"]
     missing = _post(server, {"input": [{"type": "item_reference", "id": "msg_nope"}]})
@@ -92,7 +102,11 @@ def test_previous_response_chain_prepends_the_whole_conversation(client: Any, se
     client.responses.create(model=MODEL, input="third", previous_response_id=two.id)
     sent = server.recorded[-1]
     assert [m["content"] for m in sent["messages"]] == [
-        "first", "hello from tinytitan", "second", "hello from tinytitan", "third",
+        "first",
+        "hello from tinytitan",
+        "second",
+        "hello from tinytitan",
+        "third",
     ]
     assert sent["system"] is None  # instructions are not carried over, as in the API
 
@@ -100,7 +114,9 @@ def test_previous_response_chain_prepends_the_whole_conversation(client: Any, se
 def test_store_keeps_the_newest() -> None:
     store = ResponseStore(limit=3)
     for i in range(5):
-        store.put(StoredResponse({"id": f"resp_{i}", "output": [{"id": f"msg_{i}"}]}, [{"id": f"in_{i}"}], []))
+        store.put(
+            StoredResponse({"id": f"resp_{i}", "output": [{"id": f"msg_{i}"}]}, [{"id": f"in_{i}"}], [])
+        )
     assert len(store) == 3 and store.get("resp_1") is None and store.get("resp_4") is not None
     assert store.find_item("msg_3") == {"id": "msg_3"} and store.find_item("in_2") == {"id": "in_2"}
     assert store.find_item("msg_0") is None

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
-
 from conftest import MODEL
+
 from tinytitan.api.responses.encode import OutputBuilder, encode_stream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.errors import GenerationFailed
@@ -20,18 +20,28 @@ from tinytitan.engine.request import Sampling
 USAGE = Usage(prompt_tokens=10, cached_tokens=2, completion_tokens=7, reasoning_tokens=3)
 
 REASONING = [
-    "response.output_item.added", "response.reasoning_summary_part.added",
-    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
-    "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done",
+    "response.output_item.added",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done",
+    "response.output_item.done",
 ]
 MESSAGE = [
-    "response.output_item.added", "response.content_part.added",
-    "response.output_text.delta", "response.output_text.delta",
-    "response.output_text.done", "response.content_part.done", "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
 ]
 CALL = [
-    "response.output_item.added", "response.function_call_arguments.delta",
-    "response.function_call_arguments.done", "response.output_item.done",
+    "response.output_item.added",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
 ]
 
 
@@ -43,7 +53,9 @@ async def _events(items: Iterable[Event | BaseException]) -> AsyncIterator[Event
 
 
 def _encode(items: list[Any]) -> list[dict[str, Any]]:
-    shell = response_shell(ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True)
+    shell = response_shell(
+        ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True
+    )
 
     async def run() -> list[dict[str, Any]]:
         return [e async for e in encode_stream(_events(items), OutputBuilder(shell))]
@@ -62,15 +74,20 @@ def test_text_only() -> None:
     assert final["status"] == "completed" and final["output"][0]["content"][0]["text"] == "Hello"
     assert out[2]["item"]["status"] == "in_progress" and out[2]["item"]["content"] == []
     assert final["usage"] == {
-        "input_tokens": 10, "input_tokens_details": {"cached_tokens": 2, "cache_write_tokens": 0},
-        "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 17,
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 2, "cache_write_tokens": 0},
+        "output_tokens": 7,
+        "output_tokens_details": {"reasoning_tokens": 3},
+        "total_tokens": 17,
     }
 
 
 def test_reasoning_then_text() -> None:
-    out = _encode([ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), TextDelta("y"), Finished("stop")])
+    out = _encode(
+        [ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), TextDelta("y"), Finished("stop")]
+    )
     assert [e["type"] for e in out[2:]] == [*REASONING, *MESSAGE, "response.completed"]
-    reasoning, message = out[-1]["response"]["output"]
+    reasoning, _message = out[-1]["response"]["output"]
     assert reasoning["summary"] == [{"type": "summary_text", "text": "ab"}]
     assert [e["output_index"] for e in out[2:-1]] == [0] * len(REASONING) + [1] * len(MESSAGE)
 
@@ -98,7 +115,10 @@ def test_length_gives_incomplete() -> None:
 def test_failure_mid_stream_ends_with_response_failed() -> None:
     out = _encode([TextDelta("a"), GenerationFailed()])
     assert [e["type"] for e in out[2:]] == [
-        "response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.failed",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.failed",
     ]
     failed = out[-1]["response"]
     assert failed["status"] == "failed"
