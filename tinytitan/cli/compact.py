@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -129,11 +129,13 @@ def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
 
 
 def compact(
-    session: Path = typer.Argument(  # noqa: B008 - typer's idiom
-        ...,
-        metavar="SESSION.json",
-        help="A saved session (Responses input, Chat messages or an Anthropic Messages request).",
-    ),
+    session: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SESSION.json",
+            help="A saved session (Responses input, Chat messages or an Anthropic Messages request).",
+        ),
+    ],
     model: str = typer.Option(
         None,
         "--model",

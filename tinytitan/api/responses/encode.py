@@ -260,12 +260,15 @@ class OutputBuilder:
 async def encode_stream(
     events: AsyncIterator[Event], builder: OutputBuilder
 ) -> AsyncIterator[dict[str, Any]]:
-    """created → in_progress → items … → completed | incomplete; a failure → response.failed."""
-    for out in builder.start():
-        yield out
+    """created → in_progress → items … → completed | incomplete; a failure → response.failed.
+
+    Closing this iterator (a client that went away) closes ``events``, which cancels the generation.
+    """
     failure: TinyTitanError | None = None
     finished = False
     try:
+        for out in builder.start():
+            yield out
         async for event in events:
             for out in builder.feed(event):
                 yield out
@@ -274,6 +277,10 @@ async def encode_stream(
         failure = exc
     except Exception:
         failure = GenerationFailed()
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
     if finished:
         return
     for out in builder.fail(failure or GenerationFailed("generation ended without finishing")):
