@@ -14,6 +14,8 @@ from litestar.types import ASGIApp
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
+from tinytitan.api.responses.routes import ResponsesController
+from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -35,13 +37,23 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
     def provide_engine() -> Engine:
         return engine
 
-    handlers: list[Any] = [health, health_head, ModelsController, ChatCompletionsController]
+    responses_store = ResponseStore()
+
+    def provide_responses_store() -> ResponseStore:
+        return responses_store
+
+    handlers: list[Any] = [
+        health, health_head, ModelsController, ChatCompletionsController, ResponsesController,
+    ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
     guard = GuardConfig(host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins)
     app = Litestar(
         route_handlers=handlers,
-        dependencies={"engine": Provide(provide_engine, sync_to_thread=False)},
+        dependencies={
+            "engine": Provide(provide_engine, sync_to_thread=False),
+            "responses_store": Provide(provide_responses_store, sync_to_thread=False),
+        },
         exception_handlers={Exception: exception_handler},
         lifespan=[lifespan],
         request_max_body_size=settings.body_limit,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tinytitan import __version__
+from tinytitan.cli.compact import compact
 from tinytitan.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -35,6 +36,7 @@ def root(
 
 
 app.command("serve")(serve)
+app.command("compact")(compact)
 
 
 def main() -> None:

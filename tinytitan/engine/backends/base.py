@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tinytitan.engine.errors import Unsupported
 from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, ToolParser, json_tool_parser
 from tinytitan.engine.request import ModelInfo, OutputFormat, Sampling, ValidatedRequest
 
@@ -71,6 +72,14 @@ class Backend(ABC):
     def unload(self) -> bool:
         """Release the weights; True when something was resident."""
         return False
+
+    def count_text(self, text: str) -> int:
+        """Tokens ``text`` takes in this model's own tokenizer (no template applied).
+
+        Used to measure a compaction note against its budget. A backend without a tokenizer raises
+        ``Unsupported``; callers may then fall back to an estimate.
+        """
+        raise Unsupported("this backend cannot count tokens")
 
     @abstractmethod
     def render(self, request: ValidatedRequest) -> Prompt:

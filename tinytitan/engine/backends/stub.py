@@ -117,6 +117,11 @@ class StubBackend(Backend):
             forced_tool_calls=bool(s.get("forced_tool_calls", False)),
         )
 
+    def count_text(self, text: str) -> int:
+        if self.script.get("tokenizer", True) is False:
+            raise Unsupported("this backend has no tokenizer")
+        return len(stub_tokens(text))
+
     def render(self, request: ValidatedRequest) -> Prompt:
         if self.script.get("tokenizer", True) is False:
             raise Unsupported("this backend has no tokenizer")

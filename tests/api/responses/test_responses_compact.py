@@ -1,0 +1,89 @@
+"""POST /v1/responses/compact over a live server (reference §11), and the payload sent back."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+from conftest import MODEL, stub_script
+
+from tinytitan.engine.compaction import HANDOVER_ASK
+
+NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
+INPUT = [
+    {"type": "message", "role": "developer", "content": "base prompt"},
+    {"type": "message", "role": "user", "content": "Store users somewhere simple."},
+    {"type": "message", "role": "assistant", "content": "Using sqlite."},
+]
+
+
+def _script() -> dict[str, Any]:
+    return stub_script(
+        {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
+        {"reply": {"text": "continuing"}},
+    )
+
+
+def test_compact_returns_instructions_and_one_compaction_item(serve_stub: Any) -> None:
+    with serve_stub(_script()) as server:
+        from openai import OpenAI
+
+        client = OpenAI(base_url=server.v1, api_key="unused", max_retries=0)
+        compacted = client.responses.compact(
+            model=MODEL, input=INPUT, instructions="Be helpful.", prompt_cache_key="k"
+        )
+        assert compacted.object == "response.compaction" and compacted.id.startswith("resp_cmp_")
+        first, item = compacted.output
+        assert (
+            first.type == "message" and first.role == "developer" and first.content[0].text == "Be helpful."
+        )
+        assert item.type == "compaction" and item.id.startswith("cmp_") and item.created_by == "tinytitan"
+        body = json.loads(base64.b64decode(item.encrypted_content))
+        assert sorted(body) == ["createdAt", "mode", "model", "summary", "v"]
+        assert (body["mode"], body["model"], body["summary"], body["v"]) == ("model", MODEL, NOTE, 1)
+        assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
+        assert len(server.recorded) == 1 and "base prompt" not in server.recorded[0]["messages"][0]["content"]
+
+        # sent back as the base input of the next response: the note joins the system block
+        follow = client.responses.create(
+            model=MODEL,
+            input=[item.model_dump(exclude_none=True), {"role": "user", "content": "next?"}],
+            instructions="Be helpful.",
+        )
+        assert follow.output_text == "continuing"
+        system = server.recorded[-1]["system"]
+        assert system.startswith("Be helpful.\n\n") and "compacted" in system and system.endswith(NOTE)
+
+        # a compaction continues a stored response too
+        again = client.responses.compact(model=MODEL, previous_response_id=follow.id)
+        assert again.output[-1].type == "compaction" and len(again.output) == 1
+
+
+def test_compact_refusals(server: Any) -> None:
+    url = server.v1 + "/responses/compact"
+    missing = httpx.post(url, json={"input": INPUT})
+    assert missing.status_code == 400
+    assert missing.json()["error"] == {
+        "message": "model is required",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "invalid_value",
+    }
+    zero = httpx.post(url, json={"model": MODEL, "input": INPUT, "max_compaction_tokens": 0})
+    assert zero.status_code == 400 and zero.json()["error"]["param"] == "max_compaction_tokens"
+    empty = httpx.post(url, json={"model": MODEL, "input": [INPUT[0]]})
+    assert empty.status_code == 400
+    assert empty.json()["error"]["message"] == "nothing to compact: input carries no messages"
+    unknown = httpx.post(url, json={"model": "gpt-5", "input": INPUT})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+    v2 = base64.b64encode(json.dumps({"v": 2, "summary": "s"}).encode()).decode()
+    refused = httpx.post(
+        server.v1 + "/responses",
+        json={
+            "model": MODEL,
+            "input": [{"type": "compaction", "encrypted_content": v2}, {"role": "user", "content": "x"}],
+        },
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "compaction_payload_version"

@@ -1,0 +1,215 @@
+"""Input mapping and refusals (reference §9): items, inference, tools, text.format, refusals by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from conftest import MODEL
+
+from tinytitan.api.responses.inputs import chat_format, map_input, map_tools, to_chat_request
+from tinytitan.api.responses.protocol import ResponsesRequest
+from tinytitan.engine.compaction import encode_payload
+from tinytitan.engine.errors import InvalidRequest
+
+
+def _none(_id: str) -> None:
+    return None
+
+
+def test_items_without_type_are_inferred() -> None:
+    mapped = map_input(
+        [
+            {"role": "user", "content": "hi"},
+            {"name": "f", "arguments": "{}", "call_id": "c1"},
+            {"call_id": "c1", "output": "done"},
+            {
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "a"}, {"type": "refusal", "refusal": "b"}],
+            },
+        ],
+        resolve=_none,
+    )
+    assert [(m.role, m.content) for m in mapped.messages] == [
+        ("user", "hi"),
+        ("assistant", ""),
+        ("tool", "done"),
+        ("assistant", "ab"),
+    ]
+    assert mapped.messages[1].tool_calls[0].id == "c1"
+    assert [i["type"] for i in mapped.items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert all(i["id"] for i in mapped.items)
+
+
+def test_calls_join_the_preceding_assistant_message_and_reasoning_is_skipped() -> None:
+    mapped = map_input(
+        [
+            {"type": "message", "role": "user", "content": "go"},
+            {"type": "reasoning", "summary": []},
+            {"type": "message", "role": "assistant", "content": "ok", "status": "completed"},
+            {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}", "namespace": "ns"},
+            {"type": "function_call", "call_id": "b", "name": "g", "arguments": "{}"},
+        ],
+        resolve=_none,
+    )
+    assert [m.role for m in mapped.messages] == ["user", "assistant"]
+    calls = mapped.messages[1].tool_calls
+    assert [(c.id, c.namespace) for c in calls] == [("a", "ns"), ("b", None)]
+
+
+def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
+    tools = map_tools(
+        [
+            {"type": "function", "name": "f", "parameters": {"type": "object"}},
+            {
+                "type": "namespace",
+                "name": "crm",
+                "tools": [{"type": "function", "name": "g"}, {"type": "custom", "name": "x"}],
+            },
+            *(
+                {"type": t}
+                for t in (
+                    "web_search",
+                    "file_search",
+                    "code_interpreter",
+                    "mcp",
+                    "image_generation",
+                    "computer_use_preview",
+                    "shell",
+                    "local_shell",
+                    "tool_search",
+                    "custom",
+                )
+            ),
+        ]
+    )
+    assert [(t.name, t.namespace) for t in tools] == [("f", None), ("g", "crm")]
+
+
+def test_text_format_normalised_to_the_chat_spelling() -> None:
+    fmt = {"type": "json_schema", "name": "n", "schema": {"type": "object"}, "strict": True}
+    assert chat_format(fmt) == {
+        "type": "json_schema",
+        "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True},
+    }
+    assert chat_format({"type": "text"}) == {"type": "text"}
+    chat, _ = to_chat_request(ResponsesRequest(model=MODEL, input="x", text=None), history=[], resolve=_none)
+    assert chat.params.messages == "input" and chat.params.max_tokens == "max_output_tokens"
+
+
+def test_compaction_item_joins_the_system_block() -> None:
+    payload = encode_payload("We chose B over A because of C.", "model", MODEL)
+    wire = ResponsesRequest(
+        model=MODEL,
+        instructions="Rules.",
+        input=[
+            {"type": "message", "role": "developer", "content": "Dev."},
+            {"type": "compaction", "encrypted_content": payload},
+            {"role": "user", "content": "continue"},
+        ],
+    )
+    chat, _ = to_chat_request(wire, history=[], resolve=_none)
+    system = chat.messages[0]
+    assert system.role == "system"
+    assert isinstance(system.content, str)
+    assert system.content.startswith("Rules.\n\nDev.\n\n")
+    assert "compacted" in system.content and system.content.endswith("We chose B over A because of C.")
+    assert [m.role for m in chat.messages] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("item", "code"),
+    [
+        ({"type": "compaction"}, "invalid_value"),
+        ({"type": "compaction", "encrypted_content": "not base64!!"}, "compaction_payload_invalid"),
+        ({"type": "compaction", "encrypted_content": "eyJ2IjogMn0="}, "compaction_payload_invalid"),
+    ],
+)
+def test_bad_compaction_items_are_refused(item: dict[str, Any], code: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        map_input([item], resolve=_none)
+    assert info.value.code == code
+
+
+def test_other_payload_version_is_refused() -> None:
+    import base64
+    import json
+
+    payload = base64.b64encode(json.dumps({"v": 2, "summary": "s"}).encode()).decode()
+    with pytest.raises(InvalidRequest) as info:
+        map_input([{"type": "compaction", "encrypted_content": payload}], resolve=_none)
+    assert info.value.code == "compaction_payload_version"
+    assert info.value.param == "input[0].encrypted_content"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "code"),
+    [
+        ({"background": True}, "background", "unsupported_value"),
+        ({"top_logprobs": 2}, "top_logprobs", "unsupported_value"),
+        ({"prompt": {"id": "pmpt_1"}}, "prompt", "unsupported_value"),
+        ({"conversation": "conv_1"}, "conversation", "unsupported_value"),
+        (
+            {"include": ["reasoning.encrypted_content", "file_search_call.results"]},
+            "include[1]",
+            "unsupported_value",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "input[0].content[0]",
+            "unsupported_content",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            "input[0].content[0]",
+            "unsupported_content",
+        ),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
+            "input[0].tool_call_id",
+            "invalid_tool_result",
+        ),
+        ({"input": [{"foo": 1}]}, "input[0].type", "invalid_value"),
+        ({"max_output_tokens": 0}, "max_output_tokens", "invalid_value"),
+        (
+            {"tool_choice": "required", "tools": [{"type": "function", "name": "f"}]},
+            "tool_choice",
+            "unsupported_value",
+        ),
+        ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "invalid_tool_name"),
+        ({"model": None}, "model", "invalid_value"),
+    ],
+)
+def test_refusals_by_name(server: Any, extra: dict[str, Any], param: str, code: str) -> None:
+    body = {"model": MODEL, "input": "hi", **extra}
+    response = httpx.post(server.v1 + "/responses", json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == (param, code)
+
+
+def test_unknown_model_and_bad_json(server: Any) -> None:
+    response = httpx.post(server.v1 + "/responses", json={"model": "gpt-5", "input": "hi"})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
+    response = httpx.post(
+        server.v1 + "/responses", content=b"{", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
+
+
+def test_wire_types_never_import_the_engine() -> None:
+    import ast
+    from pathlib import Path
+
+    import tinytitan.api.responses.protocol as protocol
+
+    tree = ast.parse(Path(protocol.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not any(name.startswith("tinytitan") for name in imported)

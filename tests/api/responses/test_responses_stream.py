@@ -1,0 +1,150 @@
+"""The event grammar (reference §9), checked on the pure encoder over hand-made event iterators,
+and once over a real socket for a failure mid-stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import httpx
+from conftest import MODEL
+
+from tinytitan.api.responses.encode import OutputBuilder, encode_stream, response_shell
+from tinytitan.api.responses.protocol import ResponsesRequest
+from tinytitan.engine.errors import GenerationFailed
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.request import Sampling
+
+USAGE = Usage(prompt_tokens=10, cached_tokens=2, completion_tokens=7, reasoning_tokens=3)
+
+REASONING = [
+    "response.output_item.added",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done",
+    "response.output_item.done",
+]
+MESSAGE = [
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+]
+CALL = [
+    "response.output_item.added",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+]
+
+
+async def _events(items: Iterable[Event | BaseException]) -> AsyncIterator[Event]:
+    for item in items:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def _encode(items: list[Any]) -> list[dict[str, Any]]:
+    shell = response_shell(
+        ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True
+    )
+
+    async def run() -> list[dict[str, Any]]:
+        return [e async for e in encode_stream(_events(items), OutputBuilder(shell))]
+
+    out = asyncio.run(run())
+    assert [e["sequence_number"] for e in out] == list(range(len(out)))
+    assert [e["type"] for e in out[:2]] == ["response.created", "response.in_progress"]
+    assert out[0]["response"]["status"] == "in_progress" and out[0]["response"]["output"] == []
+    return out
+
+
+def test_text_only() -> None:
+    out = _encode([TextDelta("Hel"), TextDelta("lo"), Finished("stop", USAGE)])
+    assert [e["type"] for e in out[2:]] == [*MESSAGE, "response.completed"]
+    final = out[-1]["response"]
+    assert final["status"] == "completed" and final["output"][0]["content"][0]["text"] == "Hello"
+    assert out[2]["item"]["status"] == "in_progress" and out[2]["item"]["content"] == []
+    assert final["usage"] == {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 2, "cache_write_tokens": 0},
+        "output_tokens": 7,
+        "output_tokens_details": {"reasoning_tokens": 3},
+        "total_tokens": 17,
+    }
+
+
+def test_reasoning_then_text() -> None:
+    out = _encode(
+        [ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), TextDelta("y"), Finished("stop")]
+    )
+    assert [e["type"] for e in out[2:]] == [*REASONING, *MESSAGE, "response.completed"]
+    reasoning, _message = out[-1]["response"]["output"]
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "ab"}]
+    assert [e["output_index"] for e in out[2:-1]] == [0] * len(REASONING) + [1] * len(MESSAGE)
+
+
+def test_text_then_two_calls() -> None:
+    calls = [ToolCall("call_1", "read", '{"path": "/a"}'), ToolCall("call_2", "read", '{"path": "/b"}', "fs")]
+    out = _encode([TextDelta("Go"), TextDelta("."), *calls, Finished("tool_calls")])
+    assert [e["type"] for e in out[2:]] == [*MESSAGE, *CALL, *CALL, "response.completed"]
+    added = [e for e in out if e["type"] == "response.output_item.added"]
+    assert added[1]["item"]["arguments"] == "" and added[1]["item"]["status"] == "in_progress"
+    done = [e for e in out if e["type"] == "response.function_call_arguments.done"]
+    assert [d["arguments"] for d in done] == ['{"path": "/a"}', '{"path": "/b"}']
+    output = out[-1]["response"]["output"]
+    assert [o["type"] for o in output] == ["message", "function_call", "function_call"]
+    assert "namespace" not in output[1] and output[2]["namespace"] == "fs"
+    assert output[2]["call_id"] == "call_2" and output[2]["status"] == "completed"
+
+
+def test_length_gives_incomplete() -> None:
+    out = _encode([TextDelta("a"), Finished("length")])
+    assert out[-1]["type"] == "response.incomplete"
+    assert out[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_failure_mid_stream_ends_with_response_failed() -> None:
+    out = _encode([TextDelta("a"), GenerationFailed()])
+    assert [e["type"] for e in out[2:]] == [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.failed",
+    ]
+    failed = out[-1]["response"]
+    assert failed["status"] == "failed"
+    assert failed["error"] == {"code": "internal_error", "message": "generation failed"}
+
+
+def _sse(lines: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    for line in lines:
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            assert line != "data: [DONE]"
+            events.append((name, json.loads(line[6:])))
+    return events
+
+
+def test_failure_mid_stream_over_http(server: Any) -> None:
+    body = {"model": MODEL, "input": "explode", "stream": True}
+    with httpx.stream("POST", server.v1 + "/responses", json=body, timeout=30) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = _sse(response.iter_lines())
+    assert all(name == data["type"] for name, data in events)
+    assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
+    assert events[-1][0] == "response.failed"
+    assert events[-1][1]["response"]["error"]["code"] == "internal_error"
+    assert sum(1 for name, _ in events if name == "response.output_text.delta") == 3

@@ -1,0 +1,108 @@
+"""``tinytitan compact``: a saved session compacted offline with the server's own code."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from tinytitan.cli.app import app
+from tinytitan.engine.compaction import HANDOVER_ASK
+
+NOTE = "Next step:\n- run the migration in db/001.sql"
+RESPONSES = [
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Add a users table."}]},
+    {"type": "function_call", "call_id": "c1", "name": "exec", "arguments": '{"cmd": "ls db"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "001.sql"},
+]
+CHAT = [
+    {"role": "system", "content": "guide"},
+    {"role": "user", "content": "Add a users table."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "001.sql"},
+]
+MESSAGES = {
+    "model": "m",
+    "max_tokens": 100,
+    "system": "guide",
+    "messages": [
+        {"role": "user", "content": "Add a users table."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "exec", "input": {"cmd": "ls"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "001.sql"}]},
+    ],
+}
+
+
+def _files(tmp_path: Path, session: Any) -> tuple[Path, Path]:
+    script = tmp_path / "stub.json"
+    script.write_text(
+        json.dumps(
+            {
+                "model": "stub-model",
+                "context_window": 8192,
+                "rules": [{"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}}],
+            }
+        )
+    )
+    path = tmp_path / "session.json"
+    path.write_text(session if isinstance(session, str) else json.dumps(session))
+    return path, script
+
+
+def test_compact_prints_the_note(tmp_path: Path) -> None:
+    for session in (RESPONSES, {"input": RESPONSES}, CHAT, {"messages": CHAT}, MESSAGES):
+        path, script = _files(tmp_path, session)
+        result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == NOTE
+        assert "compaction pass 1" in result.stderr
+
+
+def test_compact_json_is_the_endpoint_object(tmp_path: Path) -> None:
+    path, script = _files(tmp_path, RESPONSES)
+    result = CliRunner().invoke(
+        app,
+        [
+            "compact",
+            str(path),
+            "--stub",
+            str(script),
+            "--json",
+            "--instructions",
+            "Hi",
+            "--max-tokens",
+            "300",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    assert obj["object"] == "response.compaction" and obj["output"][0]["content"][0]["text"] == "Hi"
+    payload = json.loads(base64.b64decode(obj["output"][1]["encrypted_content"]))
+    assert payload["summary"] == NOTE and payload["mode"] == "model"
+
+
+def test_corrupt_session_is_a_clear_error(tmp_path: Path) -> None:
+    for session in (
+        '{"input": [',
+        "42",
+        '{"something": 1}',
+        '[{"type": "compaction", "encrypted_content": "@@"}]',
+    ):
+        path, script = _files(tmp_path, session)
+        result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+        assert result.exit_code == 2, result.output
+        assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
+    assert result.exit_code == 2 and "cannot read" in result.stderr
+    result = CliRunner().invoke(app, ["compact", str(path)])
+    assert result.exit_code == 2 and "--model" in result.stderr

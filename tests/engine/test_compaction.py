@@ -1,0 +1,187 @@
+"""Compaction on the scripted backend (reference §11): budget, guards, passes, payload."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tinytitan.engine.backends.stub import StubBackend, load_script
+from tinytitan.engine.compaction import (
+    COMPRESS_ASK,
+    HANDOVER_ASK,
+    HANDOVER_INSTRUCTION,
+    RETRY_ASK,
+    CompactionResult,
+    compact,
+    compaction_budget,
+    decode_payload,
+    drop_echoed_lines,
+    encode_payload,
+    is_repetition_loop,
+    render_transcript,
+    trim_middle,
+)
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.request import Message, ToolCallSpec
+from tinytitan.engine.service import Engine
+
+MODEL = "stub-model"
+SESSION = (
+    Message("system", "You are a coding agent."),
+    Message("user", "Make the build use ruff; keep line length 110."),
+    Message(
+        "assistant", "Checking.", tool_calls=(ToolCallSpec("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)
+    ),
+    Message("tool", "[tool.ruff]\nline-length = 100", tool_call_id="c1"),
+    Message("assistant", "I changed line-length to 110 in pyproject.toml; black was rejected (slower)."),
+)
+NOTE = (
+    "Requirements:\n- ruff with line length 110\nDecisions:\n- ruff over black (slower)\n"
+    "Next step:\n- run ruff check"
+)
+LOOP = "\n".join(["- the same line repeated again and again"] * 8)
+
+
+def _run(
+    rules: list[dict[str, Any]],
+    *,
+    max_tokens: int | None = None,
+    context: int = 8192,
+    messages: tuple[Message, ...] = SESSION,
+) -> tuple[CompactionResult, StubBackend, list[str]]:
+    backend = StubBackend(load_script({"model": MODEL, "context_window": context, "rules": rules}))
+    engine = Engine(backend)
+    seen: list[str] = []
+    try:
+        result = asyncio.run(compact(engine, MODEL, messages, max_tokens=max_tokens, progress=seen.append))
+    finally:
+        engine.shutdown()
+    return result, backend, seen
+
+
+def _ask(ask: str, text: str, **reply: Any) -> dict[str, Any]:
+    return {"when": {"user_contains": ask}, "reply": {"text": text, **reply}}
+
+
+def test_budget_arithmetic() -> None:
+    assert compaction_budget(32768, None) == 4096
+    assert compaction_budget(8192, None) == 1024
+    assert compaction_budget(1024, None) == 256
+    assert compaction_budget(100_000, None) == 4096
+    assert compaction_budget(8192, 10_000) == 4096
+    assert compaction_budget(8192, 300) == 300
+    for bad in (0, -5):
+        with pytest.raises(InvalidRequest) as info:
+            compaction_budget(8192, bad)
+        assert info.value.param == "max_compaction_tokens"
+
+
+def test_transcript_is_role_labelled_with_calls_inline() -> None:
+    text = render_transcript(SESSION, notes=["earlier"])
+    assert text.startswith("[earlier summary] earlier\n\n[user] Make the build use ruff")
+    assert '[assistant tool call] exec {"cmd": "cat pyproject.toml"}' in text
+    assert "[tool result exec] [tool.ruff]" in text
+    assert "You are a coding agent" not in text
+
+
+def test_model_note_through_the_engine_at_temperature_zero_thinking_off() -> None:
+    result, backend, seen = _run([_ask(HANDOVER_ASK, NOTE)])
+    assert (result.mode, result.note, result.passes) == ("model", NOTE, 1)
+    recorded = backend.recorded[-1]
+    assert recorded["sampling"]["temperature"] == 0.0 and recorded["reasoning_level"] == "off"
+    assert recorded["system"] == HANDOVER_INSTRUCTION
+    assert "[user] Make the build use ruff" in recorded["messages"][0]["content"]
+    assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+    assert result.tokens == backend.count_text(NOTE)
+    assert seen and "model" in seen[-1]
+
+
+def test_guard_drops_echoed_instruction_lines() -> None:
+    echoed = "- Requirements: what the user asked for, with every constraint.\n" + NOTE
+    result, _, _ = _run([_ask(HANDOVER_ASK, echoed)])
+    assert result.note == NOTE and result.mode == "model"
+    echo = "1. Quote file paths, commands and identifiers exactly as they appear."
+    assert drop_echoed_lines(f"{echo}\nkeep me", HANDOVER_INSTRUCTION) == "keep me"
+
+
+def test_repetition_loop_is_retried_once_with_a_plain_instruction() -> None:
+    assert is_repetition_loop(LOOP) and not is_repetition_loop(NOTE)
+    result, backend, _ = _run(
+        [_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary of the ruff change.")]
+    )
+    assert (result.mode, result.note, result.passes) == (
+        "model",
+        "Short plain summary of the ruff change.",
+        2,
+    )
+    assert len(backend.recorded) == 2
+
+
+def test_usage_sums_every_pass() -> None:
+    result, backend, _ = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Plain.")])
+    loop_tokens = backend.count_text(LOOP)
+    assert result.usage.completion_tokens == loop_tokens + backend.count_text("Plain.")
+
+
+def test_empty_note_twice_falls_back_to_extractive() -> None:
+    result, _, _ = _run([_ask(HANDOVER_ASK, ""), _ask(RETRY_ASK, LOOP)], max_tokens=50)
+    assert result.mode == "extractive" and result.passes == 2
+    transcript = render_transcript(SESSION)
+    assert len(result.note) <= 50 * 3 + 60  # budget × 3 characters plus the marker
+    assert result.note.startswith(transcript[:10]) and result.note.endswith(transcript[-10:])
+    assert "characters omitted" in result.note
+
+
+def test_note_over_budget_is_compressed() -> None:
+    long_note = NOTE + "\n" + "\n".join(f"- detail number {i} about the build" for i in range(40))
+    result, _, _ = _run(
+        [_ask(COMPRESS_ASK, "- ruff, 110; next: run ruff check"), _ask(HANDOVER_ASK, long_note)],
+        max_tokens=64,
+    )
+    assert (result.mode, result.note, result.passes) == ("compressed", "- ruff, 110; next: run ruff check", 2)
+
+
+def test_compression_still_over_budget_trims_the_note() -> None:
+    long_note = NOTE + "\n" + "\n".join(f"- detail number {i} about the build" for i in range(40))
+    result, backend, _ = _run(
+        [_ask(COMPRESS_ASK, long_note + " more"), _ask(HANDOVER_ASK, long_note)], max_tokens=64
+    )
+    assert result.mode == "extractive" and result.tokens <= 64
+    assert result.tokens == backend.count_text(result.note)
+    assert "characters omitted" in result.note
+
+
+def test_nothing_to_compact() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        _run([_ask(HANDOVER_ASK, NOTE)], messages=(Message("system", "only guidance"),))
+    assert info.value.message == "nothing to compact: input carries no messages"
+
+
+def test_payload_round_trip_and_version_check() -> None:
+    payload = encode_payload("the summary", "compressed", MODEL, created_at=123)
+    raw = base64.b64decode(payload).decode()
+    assert raw == '{"createdAt":123,"mode":"compressed","model":"stub-model","summary":"the summary","v":1}'
+    assert decode_payload(payload)["summary"] == "the summary"
+    other = base64.b64encode(json.dumps({"v": 9, "summary": "x"}).encode()).decode()
+    with pytest.raises(InvalidRequest) as info:
+        decode_payload(other)
+    assert info.value.code == "compaction_payload_version"
+    for bad in ("%%%", base64.b64encode(b"[1]").decode()):
+        with pytest.raises(InvalidRequest) as info:
+            decode_payload(bad)
+        assert info.value.code == "compaction_payload_invalid"
+    with pytest.raises(InvalidRequest) as info:
+        decode_payload(None)
+    assert info.value.code == "invalid_value"
+
+
+def test_trim_middle_keeps_head_third_and_tail() -> None:
+    text = "".join(chr(97 + i % 26) for i in range(300))
+    out = trim_middle(text, 90)
+    head, tail = out.split("\n\n[… ")[0], out.split(" …]\n\n")[1]
+    assert text.startswith(head) and len(head) == 30 and text.endswith(tail) and len(tail) == 60
+    assert trim_middle("short", 90) == "short"

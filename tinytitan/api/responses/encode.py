@@ -1,0 +1,328 @@
+"""Engine events → the Responses object and its event stream (reference §9).
+
+``OutputBuilder`` is the one place output items are made: the stream encoder and the non-streaming
+path both feed it the engine's events, so the streamed final object and the plain one are built by
+the same code. ``encode_stream`` is a pure async function over an event iterator.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tinytitan.api.errors import openai_error
+from tinytitan.engine.compaction import CompactionResult
+from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.request import Sampling
+
+from .inputs import new_item_id
+from .protocol import ResponsesRequest
+
+__all__ = [
+    "OutputBuilder",
+    "collect_response",
+    "compaction_object",
+    "encode_stream",
+    "new_response_id",
+    "response_shell",
+    "usage_object",
+]
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def new_response_id() -> str:
+    return "resp_" + secrets.token_hex(16)
+
+
+def usage_object(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, store: bool) -> dict[str, Any]:
+    """The response object before any output: every field of reference §9, echoing the request."""
+    reasoning = wire.reasoning
+    text = wire.text
+    return {
+        "id": new_response_id(),
+        "object": "response",
+        "created_at": int(time.time()),
+        "completed_at": None,
+        "status": "in_progress",
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": wire.instructions,
+        "max_output_tokens": wire.max_output_tokens,
+        "max_tool_calls": wire.max_tool_calls,
+        "model": model,
+        "output": [],
+        "parallel_tool_calls": True if wire.parallel_tool_calls is None else wire.parallel_tool_calls,
+        "previous_response_id": wire.previous_response_id,
+        "prompt_cache_key": wire.prompt_cache_key,
+        "reasoning": {
+            "effort": reasoning.effort if reasoning else None,
+            "summary": (reasoning.summary or reasoning.generate_summary) if reasoning else None,
+        },
+        "safety_identifier": wire.safety_identifier,
+        "service_tier": "default",
+        "store": store,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "presence_penalty": sampling.presence_penalty if sampling.presence_penalty is not None else 0.0,
+        "frequency_penalty": 0.0,
+        "text": {
+            "format": (text.format if text and text.format is not None else {"type": "text"}),
+            "verbosity": (text.verbosity if text and text.verbosity else "medium"),
+        },
+        "tool_choice": wire.tool_choice if wire.tool_choice is not None else "auto",
+        "tools": wire.tools or [],
+        "top_logprobs": 0,
+        "truncation": wire.truncation or "disabled",
+        "usage": None,
+        "user": wire.user,
+        "metadata": wire.metadata or {},
+    }
+
+
+class OutputBuilder:
+    """Accumulates output items from engine events; each step returns the stream events it implies."""
+
+    def __init__(self, shell: dict[str, Any]) -> None:
+        self.response = shell
+        self.output: list[dict[str, Any]] = shell["output"]
+        self.sequence = 0
+        self._open: dict[str, Any] | None = None  # the reasoning or message item being written
+        self._buffer: list[str] = []
+
+    def _event(self, kind: str, **payload: Any) -> dict[str, Any]:
+        event = {"type": kind, "sequence_number": self.sequence, **payload}
+        self.sequence += 1
+        return event
+
+    def _snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self.response)
+
+    def start(self) -> list[dict[str, Any]]:
+        return [
+            self._event("response.created", response=self._snapshot()),
+            self._event("response.in_progress", response=self._snapshot()),
+        ]
+
+    # -- items -------------------------------------------------------------------------------------
+    def _open_item(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        index = len(self.output)
+        self.output.append(item)
+        events = [self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item))]
+        ids = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "reasoning":
+            part = {"type": "summary_text", "text": ""}
+            events.append(
+                self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part)
+            )
+        elif item["type"] == "message":
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            events.append(self._event("response.content_part.added", **ids, content_index=0, part=part))
+        self._open = item
+        self._buffer = []
+        return events
+
+    def _close(self) -> list[dict[str, Any]]:
+        item, self._open = self._open, None
+        if item is None:
+            return []
+        index = self.output.index(item)
+        ids = {"item_id": item["id"], "output_index": index}
+        text = "".join(self._buffer)
+        events: list[dict[str, Any]] = []
+        if item["type"] == "reasoning":
+            part = {"type": "summary_text", "text": text}
+            item["summary"] = [part]
+            events.append(
+                self._event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text)
+            )
+            events.append(
+                self._event("response.reasoning_summary_part.done", **ids, summary_index=0, part=part)
+            )
+        else:
+            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            item["content"] = [part]
+            item["status"] = "completed"
+            events.append(
+                self._event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[])
+            )
+            events.append(
+                self._event("response.content_part.done", **ids, content_index=0, part=copy.deepcopy(part))
+            )
+        events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
+        return events
+
+    def _ensure_open(self, kind: str) -> list[dict[str, Any]]:
+        if self._open is not None and self._open["type"] == kind:
+            return []
+        events = self._close()
+        if kind == "reasoning":
+            item: dict[str, Any] = {"id": new_item_id("reasoning"), "type": "reasoning", "summary": []}
+        else:
+            item = {
+                "id": new_item_id("message"),
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
+        return events + self._open_item(item)
+
+    def _delta(self, kind: str, text: str) -> list[dict[str, Any]]:
+        events = self._ensure_open(kind)
+        assert self._open is not None
+        self._buffer.append(text)
+        ids = {"item_id": self._open["id"], "output_index": len(self.output) - 1}
+        if kind == "reasoning":
+            events.append(
+                self._event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text)
+            )
+        else:
+            events.append(
+                self._event("response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[])
+            )
+        return events
+
+    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
+        events = self._close()
+        item: dict[str, Any] = {
+            "id": new_item_id("function_call"),
+            "type": "function_call",
+            "status": "in_progress",
+            "name": call.name,
+            "arguments": "",
+            "call_id": call.id,
+        }
+        if call.namespace:
+            item["namespace"] = call.namespace
+        index = len(self.output)
+        self.output.append(item)
+        ids = {"item_id": item["id"], "output_index": index}
+        events.append(self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item)))
+        events.append(self._event("response.function_call_arguments.delta", **ids, delta=call.arguments_json))
+        item["arguments"] = call.arguments_json
+        item["status"] = "completed"
+        events.append(
+            self._event(
+                "response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments_json
+            )
+        )
+        events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
+        return events
+
+    # -- the event stream ----------------------------------------------------------------------------
+    def feed(self, event: Event) -> list[dict[str, Any]]:
+        if isinstance(event, ReasoningDelta):
+            return self._delta("reasoning", event.text) if event.text else []
+        if isinstance(event, TextDelta):
+            return self._delta("message", event.text) if event.text else []
+        if isinstance(event, ToolCall):
+            return self._call(event)
+        return self.finish(event)
+
+    def finish(self, finished: Finished) -> list[dict[str, Any]]:
+        events = self._close()
+        if not any(item["type"] in ("message", "function_call") for item in self.output):
+            events += self._ensure_open("message")  # an answer with no text is an empty message
+            events += self._close()
+        incomplete = finished.reason == "length"
+        self.response.update(
+            status="incomplete" if incomplete else "completed",
+            completed_at=int(time.time()),
+            incomplete_details={"reason": "max_output_tokens"} if incomplete else None,
+            usage=usage_object(finished.usage),
+        )
+        kind = "response.incomplete" if incomplete else "response.completed"
+        return [*events, self._event(kind, response=self._snapshot())]
+
+    def fail(self, exc: TinyTitanError) -> list[dict[str, Any]]:
+        body = openai_error(exc)[1]["error"]
+        self._open = None
+        self.response.update(status="failed", error={"code": body["code"], "message": body["message"]})
+        return [self._event("response.failed", response=self._snapshot())]
+
+
+async def encode_stream(
+    events: AsyncIterator[Event], builder: OutputBuilder
+) -> AsyncIterator[dict[str, Any]]:
+    """created → in_progress → items … → completed | incomplete; a failure → response.failed.
+
+    Closing this iterator (a client that went away) closes ``events``, which cancels the generation.
+    """
+    failure: TinyTitanError | None = None
+    finished = False
+    try:
+        for out in builder.start():
+            yield out
+        async for event in events:
+            for out in builder.feed(event):
+                yield out
+            finished = finished or isinstance(event, Finished)
+    except TinyTitanError as exc:
+        failure = exc
+    except Exception:
+        failure = GenerationFailed()
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if finished:
+        return
+    for out in builder.fail(failure or GenerationFailed("generation ended without finishing")):
+        yield out
+
+
+async def collect_response(events: AsyncIterator[Event], builder: OutputBuilder) -> dict[str, Any]:
+    """The non-streaming path: the same builder, errors raised (an ordinary HTTP error)."""
+    finished = False
+    async for event in events:
+        builder.feed(event)
+        finished = finished or isinstance(event, Finished)
+    if not finished:
+        raise GenerationFailed("generation ended without finishing")
+    return builder.response
+
+
+def compaction_object(result: CompactionResult, instructions: str | None) -> dict[str, Any]:
+    """``POST /v1/responses/compact``'s answer (reference §11); ``tinytitan compact --json`` prints it too."""
+    output: list[dict[str, Any]] = []
+    if instructions:
+        output.append(
+            {
+                "id": new_item_id("message"),
+                "type": "message",
+                "role": "developer",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": instructions}],
+            }
+        )
+    output.append(
+        {
+            "id": "cmp_" + secrets.token_hex(16),
+            "type": "compaction",
+            "encrypted_content": result.payload(),
+            "created_by": "tinytitan",
+        }
+    )
+    return {
+        "id": "resp_cmp_" + secrets.token_hex(16),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": output,
+        "usage": usage_object(result.usage),
+    }

@@ -1,0 +1,321 @@
+"""Responses request → ``ChatRequest`` (reference §9): input items, tools, refusals, param names.
+
+``map_input`` turns ``input`` (a string or items) into guidance, decoded compaction notes and
+conversation messages, plus the normalised items a stored response keeps. ``to_chat_request`` adds
+the rest of the request. Everything the one validator checks is left to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tinytitan.engine.compaction import decode_payload, summary_preamble
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.request import (
+    ChatRequest,
+    Message,
+    ParamNames,
+    ReasoningControls,
+    Sampling,
+    Tool,
+    ToolCallSpec,
+)
+
+from .protocol import ResponsesRequest
+
+__all__ = [
+    "ALLOWED_INCLUDE",
+    "PARAMS",
+    "MappedInput",
+    "Resolver",
+    "chat_format",
+    "map_input",
+    "map_tools",
+    "new_item_id",
+    "to_chat_request",
+]
+
+ALLOWED_INCLUDE = ("reasoning.encrypted_content", "message.output_text.logprobs")
+_TEXT_PARTS = ("input_text", "output_text", "text")
+_ROLES = ("user", "system", "developer", "assistant")
+_ID_PREFIX = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "reasoning": "rs",
+    "compaction": "cmp",
+}
+
+PARAMS = ParamNames(
+    messages="input",
+    max_tokens="max_output_tokens",
+    max_completion_tokens="max_output_tokens",
+    stop="stop",
+    tools="tools",
+    tool_prefix="",
+    tool_schema="parameters",
+    tool_choice="tool_choice",
+    temperature="temperature",
+    top_p="top_p",
+    top_k="top_k",
+    seed="seed",
+    response_format="text.format",
+)
+
+Resolver = Callable[[str], dict[str, Any] | None]
+
+
+def new_item_id(kind: str) -> str:
+    return f"{_ID_PREFIX.get(kind, 'item')}_{secrets.token_hex(16)}"
+
+
+@dataclass
+class MappedInput:
+    guidance: list[str] = field(default_factory=list)  # system / developer texts, in order
+    notes: list[str] = field(default_factory=list)  # decoded compaction summaries
+    messages: list[Message] = field(default_factory=list)  # user / assistant / tool
+    items: list[dict[str, Any]] = field(default_factory=list)  # normalised items, ids filled
+
+    def extend(self, other: MappedInput) -> None:
+        self.guidance += other.guidance
+        self.notes += other.notes
+        self.messages += other.messages
+        self.items += other.items
+
+
+def _kind(item: dict[str, Any], where: str) -> str:
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    if "role" in item and "content" in item:
+        return "message"
+    if "call_id" in item and "output" in item:
+        return "function_call_output"
+    if "name" in item and "arguments" in item:
+        return "function_call"
+    raise InvalidRequest("an input item needs a type", param=f"{where}.type", code="invalid_value")
+
+
+def _part_text(part: Any, where: str) -> str:
+    if not isinstance(part, dict):
+        raise InvalidRequest("a content part must be an object", param=where, code="invalid_json")
+    kind = part.get("type")
+    if kind in _TEXT_PARTS or kind == "refusal":
+        text = part.get("refusal" if kind == "refusal" else "text")
+        if not isinstance(text, str):
+            raise InvalidRequest(f"a {kind} part needs a string", param=where)
+        return text
+    raise InvalidRequest(
+        f"content parts of type '{kind}' are not supported; this server is text-only",
+        param=where,
+        code="unsupported_content",
+    )
+
+
+def _content(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_part_text(p, f"{where}[{j}]") for j, p in enumerate(value))
+    raise InvalidRequest("content must be a string or a list of text parts", param=where)
+
+
+def _string(item: dict[str, Any], key: str, where: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"{key} is required", param=f"{where}.{key}")
+    return value
+
+
+def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
+    out = copy.deepcopy(item)
+    out["type"] = kind
+    if not isinstance(out.get("id"), str) or not out["id"]:
+        out["id"] = new_item_id(kind)
+    if kind == "message" and isinstance(out.get("content"), str):
+        part = "output_text" if out.get("role") == "assistant" else "input_text"
+        out["content"] = [{"type": part, "text": out["content"]}]
+    return out
+
+
+def _add_call(mapped: MappedInput, call: ToolCallSpec) -> None:
+    last = mapped.messages[-1] if mapped.messages else None
+    if last is not None and last.role == "assistant":
+        mapped.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
+    else:
+        mapped.messages.append(Message("assistant", "", tool_calls=(call,)))
+
+
+def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
+    kind = _kind(item, where)
+    if kind == "item_reference":
+        ref = _string(item, "id", where)
+        found = resolve(ref)
+        if found is None:
+            raise InvalidRequest(
+                f"Item with id '{ref}' not found.", param=f"{where}.id", code="item_not_found"
+            )
+        if found.get("type") == "item_reference":
+            raise InvalidRequest("an item_reference may not name another reference", param=f"{where}.id")
+        _map_item(mapped, found, where, resolve)
+        return
+    if kind == "message":
+        role = item.get("role")
+        if role not in _ROLES:
+            raise InvalidRequest(
+                f"unknown message role {role!r}; expected one of {', '.join(_ROLES)}",
+                param=f"{where}.role",
+                code="invalid_message",
+            )
+        if item.get("content") is None:
+            raise InvalidRequest(
+                "a message item needs content", param=f"{where}.content", code="invalid_message"
+            )
+        text = _content(item["content"], f"{where}.content")
+        if role in ("system", "developer"):
+            if text:
+                mapped.guidance.append(text)
+        else:
+            mapped.messages.append(Message(role, text))
+    elif kind == "function_call":
+        arguments = item.get("arguments", "")
+        if not isinstance(arguments, str):
+            raise InvalidRequest("arguments must be a JSON string", param=f"{where}.arguments")
+        namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
+        call_id = _string(item, "call_id", where)
+        _add_call(mapped, ToolCallSpec(call_id, _string(item, "name", where), arguments, namespace))
+    elif kind == "function_call_output":
+        output = _content(item.get("output"), f"{where}.output")
+        mapped.messages.append(Message("tool", output, tool_call_id=_string(item, "call_id", where)))
+    elif kind == "reasoning":
+        pass  # a replayed thought: accepted, never rendered
+    elif kind == "compaction":
+        body = decode_payload(item.get("encrypted_content"), param=f"{where}.encrypted_content")
+        mapped.notes.append(str(body["summary"]))
+    else:
+        raise InvalidRequest(
+            f"input items of type '{kind}' are not supported", param=f"{where}.type", code="unsupported_value"
+        )
+    mapped.items.append(_normalised(item, kind))
+
+
+def map_input(value: Any, *, resolve: Resolver, param: str = "input") -> MappedInput:
+    """A Responses ``input`` (string or items) mapped; errors name ``input[i]…``."""
+    mapped = MappedInput()
+    if isinstance(value, str):
+        mapped.messages.append(Message("user", value))
+        mapped.items.append(_normalised({"role": "user", "content": value}, "message"))
+        return mapped
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{param} must be a string or a list of items", param=param)
+    for i, item in enumerate(value):
+        where = f"{param}[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidRequest("an input item must be an object", param=where, code="invalid_json")
+        _map_item(mapped, item, where, resolve)
+    return mapped
+
+
+def _function(tool: dict[str, Any], namespace: str | None) -> Tool:
+    name = tool.get("name")
+    description = tool.get("description")
+    return Tool(
+        name=name if isinstance(name, str) else "",
+        description=description if isinstance(description, str) else "",
+        parameters=tool.get("parameters"),
+        namespace=namespace,
+    )
+
+
+def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
+    """``function`` tools reach the model; ``namespace`` tools are flattened; hosted types left out."""
+    out: list[Tool] = []
+    for tool in tools or ():
+        kind = tool.get("type", "function")
+        if kind == "function":
+            out.append(_function(tool, None))
+        elif kind == "namespace":
+            name = tool.get("name") if isinstance(tool.get("name"), str) else None
+            for inner in tool.get("tools") or ():
+                if isinstance(inner, dict) and inner.get("type", "function") == "function":
+                    out.append(_function(inner, name))
+        # web_search, file_search, code_interpreter, mcp, image_generation, computer use, shell,
+        # local_shell, tool_search, custom: nothing here runs them; left out of the prompt, not refused
+    return tuple(out)
+
+
+def chat_format(fmt: Any) -> Any:
+    """``text.format`` in the Chat spelling the one output-format parser reads."""
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and "json_schema" not in fmt:
+        spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        return {"type": "json_schema", "json_schema": spec}
+    return fmt
+
+
+def _refuse(wire: ResponsesRequest) -> None:
+    def no(param: str, message: str) -> InvalidRequest:
+        return InvalidRequest(message, param=param, code="unsupported_value")
+
+    if wire.background:
+        raise no(
+            "background", "background responses are not supported; every response here runs in the foreground"
+        )
+    if wire.prompt is not None:
+        raise no("prompt", "prompt templates are not supported; send instructions and input instead")
+    if wire.conversation is not None:
+        raise no(
+            "conversation", "hosted conversations are not supported; use previous_response_id or resend input"
+        )
+    for j, value in enumerate(wire.include or ()):
+        if value not in ALLOWED_INCLUDE:
+            raise no(f"include[{j}]", f"include value '{value}' is not supported")
+
+
+def to_chat_request(
+    wire: ResponsesRequest,
+    *,
+    history: list[dict[str, Any]],
+    resolve: Resolver,
+    workspace: str | None = None,
+) -> tuple[ChatRequest, MappedInput]:
+    """The neutral request, and the mapped input of THIS request (its items are what a store keeps)."""
+    _refuse(wire)
+    if not wire.model:
+        raise InvalidRequest("model is required", param="model")
+    if wire.input is None:
+        raise InvalidRequest("input is required", param="input")
+    conversation = (
+        map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
+    )
+    current = map_input(wire.input, resolve=resolve)
+    conversation.extend(current)
+    system = [wire.instructions] if wire.instructions else []
+    system += conversation.guidance + [summary_preamble(note) for note in conversation.notes]
+    messages = ([Message("system", "\n\n".join(system))] if system else []) + conversation.messages
+    reasoning = wire.reasoning or None
+    text = wire.text or None
+    chat = ChatRequest(
+        model=wire.model,
+        messages=tuple(messages),
+        tools=map_tools(wire.tools),
+        tool_choice=wire.tool_choice,
+        sampling=Sampling(
+            temperature=wire.temperature,
+            top_p=wire.top_p,
+            top_k=wire.top_k,
+            presence_penalty=wire.presence_penalty,
+            frequency_penalty=wire.frequency_penalty,
+        ),
+        max_tokens=wire.max_output_tokens,
+        reasoning=ReasoningControls(effort=reasoning.effort if reasoning else None),
+        response_format=chat_format(text.format if text else None),
+        top_logprobs=wire.top_logprobs,
+        stream=bool(wire.stream),
+        workspace=workspace,
+        params=PARAMS,
+    )
+    return chat, current

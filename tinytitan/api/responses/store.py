@@ -1,0 +1,62 @@
+"""Stored responses (reference §9 "Storage"): the newest finished responses, in memory.
+
+A stored response keeps its object, the input items of its own request, and the whole conversation
+it continued from, so ``previous_response_id`` can prepend ``history + output`` (output items are
+valid input items as they are: message, function_call, reasoning).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULT_LIMIT", "ResponseStore", "StoredResponse"]
+
+DEFAULT_LIMIT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]  # this request's items, normalised (ids filled)
+    history: list[dict[str, Any]]  # every item the model saw before its output (previous turns + input)
+
+    @property
+    def id(self) -> str:
+        return str(self.response["id"])
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """What a continuation prepends: the history, then this response's output as input items."""
+        return [*self.history, *self.response.get("output", [])]
+
+
+class ResponseStore:
+    """An LRU-by-insertion map of the newest ``limit`` stored responses."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, StoredResponse] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, stored: StoredResponse) -> None:
+        self._items[stored.id] = stored
+        self._items.move_to_end(stored.id)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        return self._items.get(response_id)
+
+    def delete(self, response_id: str) -> bool:
+        return self._items.pop(response_id, None) is not None
+
+    def find_item(self, item_id: str) -> dict[str, Any] | None:
+        """An input or output item of any stored response, by its id (for ``item_reference``)."""
+        for stored in reversed(self._items.values()):
+            for item in (*stored.input_items, *stored.response.get("output", [])):
+                if item.get("id") == item_id:
+                    return item
+        return None
