@@ -75,7 +75,7 @@ class ResponsesController(Controller):
                         remember(builder.response)
                     yield SSE(event, event=event["type"])
 
-            return sse_response(frames())
+            return sse_response(frames(), request)
         response = await until_disconnect(request, collect_response(job.events(), builder))
         remember(response)
         return Response(response)
