@@ -1,0 +1,59 @@
+"""pi (``pi -p``) end to end against ``serve --stub`` over OpenAI Chat Completions."""
+
+from __future__ import annotations
+
+REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
+
+
+def test_say_hi(stub, pi) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"rules": [{"reply": {"text": REPLY}}]})
+    run = pi.run(server, "say hi")
+    assert run.returncode == 0, run.describe()
+    assert run.stdout.strip() == REPLY, run.describe()
+
+    (first,) = server.requests()
+    assert first["stream"] is True
+    assert "operating inside pi" in first["system"]
+    assert first["messages"] == [{"role": "user", "content": "say hi", "tool_calls": [], "tool_call_id": None}]
+    assert {"read", "bash", "edit", "write"} <= {t["name"] for t in first["tools"]}
+
+
+def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
+    target = pi.ws.work / "hello.txt"
+    server = stub({"rules": [
+        {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
+        {"when": {"user_contains": "hello.txt"},
+         "reply": {"tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
+    ]})
+    run = pi.run(server, "create hello.txt")
+    assert run.returncode == 0, run.describe()
+    assert run.stdout.strip() == "Created hello.txt.", run.describe()
+    assert target.read_text() == "written by pi"
+
+    first, second = server.requests()
+    assert first["messages"][-1]["role"] == "user"
+    call_turn, result_turn = second["messages"][-2:]
+    (call,) = call_turn["tool_calls"]
+    assert call_turn["role"] == "assistant" and call["name"] == "write"
+    assert result_turn["role"] == "tool" and result_turn["tool_call_id"] == call["id"]
+    assert result_turn["content"]  # pi's report of the write
+
+
+def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "default_reasoning": "low",
+                   "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}]})
+    run = pi.run(server, "think, then answer", "--thinking", "high", reasoning=True, json_events=True)
+    assert run.returncode == 0, run.describe()
+    ends = [e["message"] for e in run.json_lines() if e.get("type") == "message_end"]
+    assistant = [m for m in ends if m["role"] == "assistant"]
+    assert len(assistant) == 1, run.describe()
+    assert assistant[0]["content"] == [
+        {"type": "thinking", "thinking": "Weighing the options first.", "thinkingSignature": "reasoning_content"},
+        {"type": "text", "text": REPLY},
+    ]
+    assert assistant[0]["stopReason"] == "stop" and assistant[0]["usage"]["output"] > 0
+
+    (first,) = server.requests()
+    # pi marks a reasoning model's guidance as a developer message: it is the leading system message.
+    assert "operating inside pi" in first["system"]
+    assert first["reasoning_level"] == "high"
