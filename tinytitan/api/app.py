@@ -10,6 +10,7 @@ from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ASGIApp
 
+from tinytitan.api.anthropic.routes import MessagesController
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
@@ -34,7 +35,9 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
     def provide_engine() -> Engine:
         return engine
 
-    handlers: list[Any] = [health, health_head, ModelsController, ChatCompletionsController]
+    handlers: list[Any] = [
+        health, health_head, ModelsController, ChatCompletionsController, MessagesController,
+    ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
     guard = GuardConfig(host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins)
