@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
-__all__ = ["CONTEXT", "MODEL", "SCRIPT", "SLOW_TEXT", "WEATHER_TOOL", "body", "script"]
+__all__ = ["CONTEXT", "MODEL", "SCRIPT", "SLOW_TEXT", "WEATHER_TOOL", "body", "frames", "script"]
 
 MODEL = "stub-model"
 CONTEXT = 16384
@@ -48,4 +49,18 @@ def body(content: Any = "hi", **fields: Any) -> dict[str, Any]:
     messages = [{"role": "user", "content": content}]
     out: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": messages}
     out.update(fields)
+    return out
+
+
+def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` per SSE frame."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    event: str | None = None
+    for line in text.splitlines():
+        if line.startswith("event: "):
+            event = line[len("event: "):]
+        elif line.startswith("data: "):
+            assert event is not None, "every Messages frame names its event"
+            out.append((event, json.loads(line[len("data: "):])))
+            event = None
     return out

@@ -12,7 +12,7 @@ import httpx
 
 from tinytitan.testing.server import LiveServer
 
-from .support import CONTEXT, MODEL, WEATHER_TOOL, body, script
+from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{32}$")
@@ -21,20 +21,6 @@ Serve = Callable[..., AbstractContextManager[LiveServer]]
 
 def post(server: LiveServer, payload: Any, path: str = "/v1/messages", **kwargs: Any) -> httpx.Response:
     return httpx.post(server.url + path, json=payload, headers=HEADERS, timeout=30, **kwargs)
-
-
-def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(event, data)`` per SSE frame."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    event: str | None = None
-    for line in text.splitlines():
-        if line.startswith("event: "):
-            event = line[len("event: "):]
-        elif line.startswith("data: "):
-            assert event is not None, "every Messages frame names its event"
-            out.append((event, json.loads(line[len("data: "):])))
-            event = None
-    return out
 
 
 def test_non_streaming_message(server: LiveServer) -> None:
