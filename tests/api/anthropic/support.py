@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CONTEXT", "MODEL", "SCRIPT", "SLOW_TEXT", "WEATHER_TOOL", "body", "frames", "script"]
+__all__ = [
+    "CONTEXT", "MODEL", "SCRIPT", "SLOW_TEXT", "WEATHER_TOOL", "body", "frames", "script", "wait_until",
+]
 
 MODEL = "stub-model"
 CONTEXT = 16384
@@ -64,3 +68,13 @@ def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
             out.append((event, json.loads(line[len("data: "):])))
             event = None
     return out
+
+
+def wait_until(condition: Callable[[], bool], *, limit: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds (state another thread changes); a generous bound, not a timing test."""
+    stop = threading.Event()
+    for _ in range(int(limit / 0.01)):
+        if condition():
+            return True
+        stop.wait(0.01)
+    return condition()

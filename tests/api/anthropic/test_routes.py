@@ -12,7 +12,7 @@ import httpx
 
 from tinytitan.testing.server import LiveServer
 
-from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script
+from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script, wait_until
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{32}$")
@@ -168,7 +168,9 @@ def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
         assert refused.status_code == 529
         assert refused.headers["retry-after"].isdigit()
         assert refused.json()["error"] == {"type": "overloaded_error", "message": "Overloaded"}
-        assert post(server, body("hi")).status_code == 200  # the slot frees when the client leaves
+        # the slot frees when the client leaves (the server notices the disconnect on its own thread)
+        assert wait_until(lambda: server.engine.queue.running == 0 and server.engine.queue.waiting == 0)
+        assert post(server, body("hi")).status_code == 200
 
 
 def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(server: LiveServer) -> None:
