@@ -71,7 +71,7 @@ def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def wait_until(condition: Callable[[], bool], *, limit: float = 10.0) -> bool:
-    """Poll ``condition`` until it holds (state another thread changes); a generous bound, not a timing test."""
+    """Poll ``condition`` until it holds (state another thread changes); a bound, not a timing test."""
     stop = threading.Event()
     for _ in range(int(limit / 0.01)):
         if condition():
