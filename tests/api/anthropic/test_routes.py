@@ -9,7 +9,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
+import pytest
 
+from tinytitan.api.anthropic import routes
 from tinytitan.testing.server import LiveServer
 
 from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script, wait_until
@@ -205,3 +207,15 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     assert REQUEST_ID.match(one.headers["request-id"])
     openai = httpx.get(server.url + "/v1/models").json()
     assert openai["object"] == "list" and "request-id" not in httpx.get(server.url + "/v1/models").headers
+
+
+def test_a_slow_stream_is_kept_alive_with_ping_events(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = routes.sse_response
+    monkeypatch.setattr(routes, "sse_response", lambda events, **kw: real(events, **{**kw, "interval": 0.05}))
+    slow = script(rules=[{"reply": {"text": "late answer", "chunk_delay_ms": 1000}}])
+    with serve(slow) as server:
+        response = post(server, body(stream=True))
+    events = frames(response.text)
+    assert ("ping", {"type": "ping"}) in events
+    text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
+    assert text == "late answer" and events[-1][0] == "message_stop"
