@@ -12,7 +12,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
 
 _MARK = r"<\|?/?[A-Za-z_]+\|?>"
 _TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
-_WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model"}
+_WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model", "stream"}
 _REPLY_KEYS = {
     "text", "reasoning", "tool_calls", "raw", "finish_reason", "chunk_size", "chunk_delay_ms", "fail_after_events",
 }
@@ -77,6 +77,8 @@ def _matches(when: dict[str, Any], request: ValidatedRequest) -> bool:
     if "user_contains" in when and when["user_contains"] not in _last_user_text(request):
         return False
     if "has_tools" in when and bool(request.tools) != bool(when["has_tools"]):
+        return False
+    if "stream" in when and bool(request.request.stream) != bool(when["stream"]):
         return False
     return not ("model" in when and request.request.model != when["model"])
 
@@ -167,6 +169,7 @@ class StubBackend(Backend):
             "stop": list(request.stop),
             "max_new": params.max_new,
             "reasoning_level": request.reasoning_level,
+            "reasoning_requested": {k: v for k, v in asdict(r.reasoning).items() if v is not None},
             "output_format": None if request.output_format is None else request.output_format.type,
             "strip_cli": request.strip_cli,
             "stream": r.stream,

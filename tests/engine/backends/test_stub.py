@@ -1,0 +1,51 @@
+"""The scripted backend: rule matching on ``stream`` and what a recorded request carries."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tinytitan.engine.backends.base import GenerationParams, GenerationStats
+from tinytitan.engine.backends.stub import ScriptError, StubBackend, load_script
+from tinytitan.engine.errors import GenerationFailed
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
+from tinytitan.engine.validate import validate
+
+RULES = [
+    {"when": {"stream": True}, "reply": {"text": "streamed and broken", "fail_after_events": 1}},
+    {"when": {"stream": False}, "reply": {"text": "answered whole"}},
+]
+
+
+def _run(backend: StubBackend, *, stream: bool, reasoning: ReasoningControls | None = None) -> str:
+    chat = ChatRequest(model="stub-model", messages=(Message("user", "hi"),), stream=stream,
+                       reasoning=reasoning or ReasoningControls())
+    request = validate(chat, backend.info)
+    prompt = backend.render(request)
+    params = GenerationParams(sampling=request.sampling, max_new=request.cap)
+    return "".join(p.text for p in backend.generate(request, prompt, params, threading.Event(), GenerationStats()))
+
+
+def test_when_stream_matches_only_streaming_requests() -> None:
+    backend = StubBackend(load_script({"rules": RULES}))
+    assert _run(backend, stream=False) == "answered whole"
+    with pytest.raises(GenerationFailed):
+        _run(backend, stream=True)
+    assert [r["stream"] for r in backend.recorded] == [False, True]
+
+
+def test_when_stream_is_a_known_key() -> None:
+    load_script({"rules": [{"when": {"stream": False}, "reply": {}}]})
+    with pytest.raises(ScriptError, match="unknown keys: streaming"):
+        load_script({"rules": [{"when": {"streaming": True}, "reply": {}}]})
+
+
+def test_recorded_request_says_which_reasoning_controls_were_sent() -> None:
+    backend = StubBackend(load_script({"reasoning_levels": ["off", "low", "high"], "default_reasoning": "low",
+                                       "rules": [{"reply": {"text": "ok"}}]}))
+    _run(backend, stream=False)
+    _run(backend, stream=False, reasoning=ReasoningControls(effort="high"))
+    first, second = backend.recorded
+    assert (first["reasoning_requested"], first["reasoning_level"]) == ({}, "low")
+    assert (second["reasoning_requested"], second["reasoning_level"]) == ({"effort": "high"}, "high")
