@@ -265,8 +265,11 @@ class Claude:
             "IS_SANDBOX": "1",  # lets --dangerously-skip-permissions run as root
         }
 
-    def run(self, server: StubServer, prompt: str, *extra: str) -> Run:
-        argv = [str(self.binary), "-p", "--output-format", "json", *extra, prompt]
+    def run(self, server: StubServer, prompt: str, *extra: str, output_format: str = "json") -> Run:
+        argv = [str(self.binary), "-p", "--output-format", output_format, *extra]
+        if output_format == "stream-json":
+            argv.append("--verbose")  # required by -p with stream-json
+        argv += ["--", prompt]
         return run_client(argv, env=self.env(server), cwd=self.ws.work)
 
 

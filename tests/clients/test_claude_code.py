@@ -1,0 +1,102 @@
+"""Claude Code (``claude -p``) end to end against ``serve --stub`` over Anthropic Messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
+
+
+def _result(run: Any) -> dict[str, Any]:
+    (result,) = [e for e in run.json_lines() if e.get("type") == "result"]
+    return result
+
+
+def test_say_hi(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"rules": [{"reply": {"text": REPLY}}]})
+    run = claude.run(server, "say hi")
+    assert run.returncode == 0, run.describe()
+    result = _result(run)
+    assert result["is_error"] is False and result["result"] == REPLY, run.describe()
+    assert result["num_turns"] == 1
+
+    first = server.requests()[0]
+    assert first["stream"] is True
+    # The system blocks (billing line dropped) and the inner system message lead as one system message.
+    assert "Claude" in first["system"] and "x-anthropic-billing-header" not in first["system"]
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert first["messages"][0]["content"].startswith("<system-reminder>")
+    assert first["messages"][0]["content"].rstrip().endswith("say hi")
+    assert {"Bash", "Read", "Write", "Edit"} <= {t["name"] for t in first["tools"]}
+
+
+def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    target = claude.ws.work / "hello.txt"
+    server = stub({"rules": [
+        {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
+        {"when": {"user_contains": "hello.txt"},
+         "reply": {"tool_calls": [{"name": "Write",
+                                   "arguments": {"file_path": str(target), "content": "written by claude"}}]}},
+    ]})
+    run = claude.run(server, "create hello.txt", "--allowedTools", "Write")
+    assert run.returncode == 0, run.describe()
+    result = _result(run)
+    assert result["result"] == "Created hello.txt." and result["permission_denials"] == [], run.describe()
+    assert target.read_text() == "written by claude"
+
+    first, second = server.requests()
+    assert first["messages"][-1]["role"] == "user"
+    call_turn, result_turn = second["messages"][-2:]
+    (call,) = call_turn["tool_calls"]
+    assert call_turn["role"] == "assistant" and call["name"] == "Write"
+    assert json.loads(call["arguments"]) == {"file_path": str(target), "content": "written by claude"}
+    assert result_turn["role"] == "tool" and result_turn["tool_call_id"] == call["id"]
+    assert "hello.txt" in result_turn["content"]
+
+
+def test_thinking(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "default_reasoning": "medium",
+                   "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}]})
+    run = claude.run(server, "think, then answer", output_format="stream-json")
+    assert run.returncode == 0, run.describe()
+    blocks = [b for e in run.json_lines() if e.get("type") == "assistant" for b in e["message"]["content"]]
+    assert {"type": "thinking", "thinking": "Weighing the options first.", "signature": ""} in blocks
+    assert {"type": "text", "text": REPLY} in blocks
+    assert _result(run)["result"] == REPLY
+
+    (first,) = server.requests()
+    # Claude Code asks for adaptive thinking ("you decide"): no level is forced, the server's default runs.
+    assert first["reasoning_requested"] == {}
+    assert first["reasoning_level"] == "medium"
+
+
+def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    big = claude.ws.work / "big.txt"
+    big.write_text("".join(f"line {i:05d} of a long file\n" for i in range(1500)))  # ~40k characters
+    server = stub({"rules": [
+        {"when": {"last_role": "tool"}, "reply": {"text": "Read it."}},
+        {"when": {"user_contains": "big.txt"},
+         "reply": {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}]}},
+    ]})
+    run = claude.run(server, "read big.txt", "--allowedTools", "Read")
+    assert run.returncode == 0, run.describe()
+    assert _result(run)["result"] == "Read it.", run.describe()
+    second = server.requests()[1]
+    assert second["messages"][-1]["role"] == "tool" and len(second["messages"][-1]["content"]) > 25_000
+    log = server.access_log()
+    assert '"POST /v1/messages/count_tokens?beta=true HTTP/1.1" 200' in log, log
+
+
+def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"rules": [
+        {"when": {"stream": True}, "reply": {"text": "this stream breaks " * 5, "fail_after_events": 3}},
+        {"when": {"stream": False}, "reply": {"text": REPLY}},
+    ]})
+    run = claude.run(server, "say hi")
+    assert run.returncode == 0, run.describe()
+    assert _result(run)["result"] == REPLY, run.describe()
+    broken, retried = server.requests()
+    assert (broken["stream"], retried["stream"]) == (True, False)
+    assert retried["messages"] == broken["messages"] and retried["system"] == broken["system"]
+    assert "scripted failure" in server.access_log()
