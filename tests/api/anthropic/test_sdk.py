@@ -105,6 +105,30 @@ def test_tool_use_round_trip(server: LiveServer, client: anthropic.Anthropic) ->
     assert recorded["messages"][2]["content"] == "sunny, 21C"
 
 
+def test_tool_use_round_trip_through_streams(server: LiveServer, client: anthropic.Anthropic) -> None:
+    """What Claude Code does: the accumulated streamed turn goes back with the tool_result."""
+    question = {"role": "user", "content": "what is the weather in Paris?"}
+    with client.messages.stream(model=MODEL, max_tokens=1024, messages=[question], tools=[WEATHER_TOOL]) as stream:
+        json_deltas = [e.partial_json for e in stream if e.type == "input_json"]
+        first = stream.get_final_message()
+    assert first.stop_reason == "tool_use"
+    thinking, call = first.content
+    assert thinking.type == "thinking" and thinking.thinking == "I should call the tool." and thinking.signature == ""
+    assert call.type == "tool_use" and call.input == {"city": "Paris"} and json_deltas
+    turns = [
+        question,
+        {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny, 21C"}]},
+    ]
+    with client.messages.stream(model=MODEL, max_tokens=1024, messages=turns, tools=[WEATHER_TOOL]) as stream:
+        text = "".join(stream.text_stream)
+        second = stream.get_final_message()
+    assert text == "It is sunny in Paris." and second.stop_reason == "end_turn"
+    recorded = server.recorded[-1]["messages"]
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool"]
+    assert recorded[1]["tool_calls"][0]["id"] == recorded[2]["tool_call_id"] == call.id
+
+
 def test_count_tokens(client: anthropic.Anthropic) -> None:
     counted = client.messages.count_tokens(model=MODEL, messages=USER, tools=[WEATHER_TOOL])
     assert counted.input_tokens > client.messages.count_tokens(model=MODEL, messages=USER).input_tokens > 0

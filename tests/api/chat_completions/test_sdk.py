@@ -69,11 +69,37 @@ def test_tool_round_trip(client) -> None:  # type: ignore[no-untyped-def]
 def test_streamed_tool_call_matches(client) -> None:  # type: ignore[no-untyped-def]
     sdk, _ = client
     messages = [{"role": "user", "content": "weather?"}]
+    plain = sdk.chat.completions.create(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL])
     with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
+        kinds = [event.type for event in stream]
         final = stream.get_final_completion()
     (call,) = final.choices[0].message.tool_calls
     assert call.function.name == "get_weather"
-    assert final.choices[0].finish_reason == "tool_calls"
+    assert final.choices[0].finish_reason == plain.choices[0].finish_reason == "tool_calls"
+    (plain_call,) = plain.choices[0].message.tool_calls
+    assert (call.function.name, call.function.arguments) == (plain_call.function.name, plain_call.function.arguments)
+    assert final.choices[0].message.model_extra["reasoning_content"] == "The user wants weather; call the tool."
+    assert "tool_calls.function.arguments.done" in kinds
+
+
+def test_tool_round_trip_through_streams(client) -> None:  # type: ignore[no-untyped-def]
+    """What a streaming agent does: the accumulated assistant turn goes back with the tool's result."""
+    sdk, live = client
+    messages: list[dict] = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
+        first = stream.get_final_completion()
+    (call,) = first.choices[0].message.tool_calls
+    messages.append({"role": "assistant", "content": first.choices[0].message.content,
+                     "tool_calls": [call.model_dump(include={"id", "type", "function"})]})
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "4 degrees"})
+    with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
+        deltas = [event.delta for event in stream if event.type == "content.delta"]
+        second = stream.get_final_completion()
+    assert "".join(deltas) == second.choices[0].message.content == "The weather in Oslo is 4 degrees."
+    assert second.choices[0].finish_reason == "stop"
+    recorded = live.recorded[-1]["messages"]
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool"]
+    assert recorded[1]["tool_calls"][0]["id"] == recorded[2]["tool_call_id"] == call.id
 
 
 def test_errors_surface_as_typed_exceptions(client) -> None:  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ def _comparable(response: Any) -> dict[str, Any]:
     for item in data["output"]:
         item.pop("id", None)
         item.pop("call_id", None)
+        item.pop("parsed_arguments", None)  # the stream helper's parsed view of a function call
         for part in item.get("content") or ():
             part.pop("parsed", None)  # the stream helper's parsed view adds this field
     data["usage"]["input_tokens_details"].pop("cached_tokens")  # the prompt cache warms between the two calls
@@ -106,6 +107,25 @@ def test_stream_true_iteration_ends_with_the_same_object(client: Any) -> None:
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert events[-1].type == "response.completed"
     assert _comparable(events[-1].response) == _comparable(plain)
+
+
+def test_stream_helper_with_tools_equals_plain_object(client: Any, server: Any) -> None:
+    plain = client.responses.create(model=MODEL, input="write it", tools=[WRITE_TOOL], store=False)
+    with client.responses.stream(model=MODEL, input="write it", tools=[WRITE_TOOL], store=False) as stream:
+        done_args = [e.arguments for e in stream if e.type == "response.function_call_arguments.done"]
+        final = stream.get_final_response()
+    assert _comparable(final) == _comparable(plain)
+    call = final.output[-1]
+    assert call.type == "function_call" and call.name == "Write" and done_args == [call.arguments]
+    # The call streamed through the helper goes back as resent history, the way Codex continues.
+    history = [{"role": "user", "content": "write it"}, *[item.model_dump(exclude_none=True) for item in final.output],
+               {"type": "function_call_output", "call_id": call.call_id, "output": "written"}]
+    with client.responses.stream(model=MODEL, input=history, tools=[WRITE_TOOL], store=False) as stream:
+        second = stream.get_final_response()
+    assert second.output_text == "The file is created." and second.status == "completed"
+    sent = server.recorded[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == call.call_id
 
 
 def test_function_call_round_trip_via_previous_response_id(client: Any, server: Any) -> None:
