@@ -227,9 +227,11 @@ class Pi:
     ws: Workspace
 
     def run(self, server: StubServer, prompt: str, *extra: str, reasoning: bool = False,
-            json_events: bool = False) -> Run:
+            json_events: bool = False, api: str = "openai-completions") -> Run:
+        """``api``: openai-completions (pi's usual), openai-responses or anthropic-messages."""
         model: dict[str, Any] = {"id": MODEL, **({"reasoning": True} if reasoning else {})}
-        models = {"providers": {"local": {"baseUrl": server.v1, "api": "openai-completions", "apiKey": "unused",
+        base_url = server.url if api == "anthropic-messages" else server.v1
+        models = {"providers": {"local": {"baseUrl": base_url, "api": api, "apiKey": "unused",
                                           "models": [model]}}}
         (self.ws.config / "models.json").write_text(json.dumps(models), encoding="utf-8")
         argv = [str(self.binary), "-p", "--provider", "local", "--model", MODEL, "--no-session", *extra]

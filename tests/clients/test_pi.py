@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
 
 
@@ -57,3 +59,30 @@ def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
     # pi marks a reasoning model's guidance as a developer message: it is the leading system message.
     assert "operating inside pi" in first["system"]
     assert first["reasoning_level"] == "high"
+
+
+@pytest.mark.parametrize(("api", "path"), [("openai-responses", "/v1/responses"),
+                                           ("anthropic-messages", "/v1/messages")])
+def test_tool_round_trip_over_the_other_protocols(stub, pi, api: str, path: str) -> None:  # type: ignore[no-untyped-def]
+    """pi speaks all three protocols: the same scripted turn works over Responses and Messages too."""
+    target = pi.ws.work / "hello.txt"
+    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "rules": [
+        {"when": {"last_role": "tool"}, "reply": {"reasoning": "It is written.", "text": "Created hello.txt."}},
+        {"when": {"user_contains": "hello.txt"},
+         "reply": {"reasoning": "Write it.",
+                   "tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
+    ]})
+    run = pi.run(server, "create hello.txt", "--thinking", "high", reasoning=True, api=api)
+    assert run.returncode == 0, run.describe()
+    assert run.stdout.strip() == "Created hello.txt.", run.describe()
+    assert target.read_text() == "written by pi"
+
+    first, second = server.requests()
+    assert first["stream"] is second["stream"] is True
+    assert "operating inside pi" in first["system"]
+    call_turn, result_turn = second["messages"][-2:]
+    assert call_turn["tool_calls"][0]["name"] == "write"
+    assert result_turn["role"] == "tool" and result_turn["tool_call_id"] == call_turn["tool_calls"][0]["id"]
+    # pi's thinking control arrives in each protocol's own spelling (reasoning.effort / thinking budget).
+    assert first["reasoning_requested"] and first["reasoning_level"] not in (None, "off")
+    assert f'"POST {path} HTTP/1.1" 200' in server.access_log()
