@@ -59,6 +59,7 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         lifespan=[lifespan],
         request_max_body_size=settings.body_limit,
         openapi_config=None,
+        logging_config=None,
         state=State({"keepalive_seconds": settings.keepalive_seconds}),
         debug=False,
     )
