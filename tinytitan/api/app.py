@@ -13,6 +13,7 @@ from litestar.types import ASGIApp
 
 from tinytitan.api.anthropic.routes import MessagesController
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
+from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
 from tinytitan.api.responses.routes import ResponsesController
@@ -24,7 +25,7 @@ from tinytitan.settings import Settings
 __all__ = ["create_app"]
 
 
-def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
+def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
     """The ASGI app: the transport guard wrapped around the Litestar app."""
     settings = settings or Settings()
 
@@ -59,6 +60,7 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         lifespan=[lifespan],
         request_max_body_size=settings.body_limit,
         openapi_config=None,
+        logging_config=None,
         state=State({"keepalive_seconds": settings.keepalive_seconds}),
         debug=False,
     )

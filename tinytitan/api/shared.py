@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, get, head, post
+from litestar.params import FromPath
 
+from tinytitan.api.deps import EngineDep
 from tinytitan.engine.errors import UnknownModel
-from tinytitan.engine.service import Engine
 
 __all__ = ["ModelsController", "health", "health_head", "stub_requests"]
 
@@ -34,7 +35,7 @@ class ModelsController(Controller):
     path = "/v1/models"
 
     @get("/")
-    async def list_models(self, request: Request[Any, Any, Any], engine: Engine) -> dict[str, Any]:
+    async def list_models(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, Any]:
         ids = engine.model_ids()
         if "anthropic-version" in request.headers:
             return {
@@ -46,18 +47,20 @@ class ModelsController(Controller):
         return {"object": "list", "data": [_openai_model(i) for i in ids]}
 
     @get("/{model_id:path}")
-    async def get_model(self, request: Request[Any, Any, Any], engine: Engine, model_id: str) -> dict[str, Any]:
+    async def get_model(
+        self, request: Request[Any, Any, Any], engine: EngineDep, model_id: FromPath[str]
+    ) -> dict[str, Any]:
         name = model_id.lstrip("/")
         if not engine.accepts(name):
             raise UnknownModel(name)
         return _anthropic_model(name) if "anthropic-version" in request.headers else _openai_model(name)
 
     @post("/unload", status_code=200)
-    async def unload(self, engine: Engine) -> dict[str, Any]:
+    async def unload(self, engine: EngineDep) -> dict[str, Any]:
         return {"status": "ok", "unloaded": await engine.unload()}
 
 
 @get("/_stub/requests")
-async def stub_requests(engine: Engine) -> list[dict[str, Any]]:
+async def stub_requests(engine: EngineDep) -> list[dict[str, Any]]:
     """The requests a scripted backend recorded (only mounted when serving ``--stub``)."""
     return list(getattr(engine.backend, "recorded", []))

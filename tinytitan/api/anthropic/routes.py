@@ -7,6 +7,7 @@ from typing import Any
 from litestar import Controller, Request, post
 from litestar.response import Response
 
+from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import request_id_of
 from tinytitan.api.request_io import read_json, until_disconnect
 from tinytitan.api.sse import sse_response
@@ -34,7 +35,7 @@ class MessagesController(Controller):
     path = "/v1/messages"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: Engine) -> Any:
+    async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Any:
         chat = await _chat_request(request, engine, count_only=False)
         job = await engine.prepare(chat)
         model = job.request.model_id
@@ -45,6 +46,6 @@ class MessagesController(Controller):
         return Response(message_object(result, model))
 
     @post("/count_tokens", status_code=200)
-    async def count_tokens(self, request: Request[Any, Any, Any], engine: Engine) -> dict[str, int]:
+    async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, int]:
         chat = await _chat_request(request, engine, count_only=True)
         return {"input_tokens": await engine.count_tokens(chat)}

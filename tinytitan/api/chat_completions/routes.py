@@ -7,9 +7,9 @@ from typing import Any
 from litestar import Controller, Request, post
 from litestar.response import Response
 
+from tinytitan.api.deps import EngineDep
 from tinytitan.api.request_io import read_json, until_disconnect
 from tinytitan.api.sse import sse_response
-from tinytitan.engine.service import Engine
 
 from .protocol import ChatCompletionRequest
 from .translate import completion_object, stream_chunks, to_chat_request
@@ -21,7 +21,7 @@ class ChatCompletionsController(Controller):
     path = "/v1/chat/completions"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: Engine) -> Any:
+    async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Any:
         wire = await read_json(request, ChatCompletionRequest)
         chat = to_chat_request(wire, workspace=request.headers.get("x-tinytitan-workspace"))
         job = await engine.prepare(chat)

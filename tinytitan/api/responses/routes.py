@@ -6,14 +6,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from litestar import Controller, Request, delete, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery
 from litestar.response import Response
 
+from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.request_io import read_json, until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.engine.compaction import compact
 from tinytitan.engine.errors import InvalidRequest, NotFound, UnknownModel
-from tinytitan.engine.service import Engine
 
 from .encode import OutputBuilder, collect_response, compaction_object, encode_stream, response_shell
 from .inputs import MappedInput, map_input, to_chat_request
@@ -44,7 +44,7 @@ class ResponsesController(Controller):
 
     @post("/", status_code=200)
     async def create(
-        self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore
+        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
     ) -> Any:
         store = responses_store
         wire = await read_json(request, ResponsesRequest)
@@ -82,7 +82,7 @@ class ResponsesController(Controller):
 
     @post("/compact", status_code=200)
     async def compact(
-        self, request: Request[Any, Any, Any], engine: Engine, responses_store: ResponseStore
+        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
     ) -> Any:
         wire = await read_json(request, CompactRequest)
         if not wire.model:
@@ -105,17 +105,17 @@ class ResponsesController(Controller):
         return Response(compaction_object(result, wire.instructions))
 
     @get("/{response_id:str}")
-    async def retrieve(self, response_id: str, responses_store: ResponseStore) -> dict[str, Any]:
+    async def retrieve(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
         return _stored(responses_store, response_id).response
 
     @delete("/{response_id:str}", status_code=200)
-    async def remove(self, response_id: str, responses_store: ResponseStore) -> dict[str, Any]:
+    async def remove(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
         _stored(responses_store, response_id)
         responses_store.delete(response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
     @post("/{response_id:str}/cancel", status_code=200)
-    async def cancel(self, response_id: str, responses_store: ResponseStore) -> dict[str, Any]:
+    async def cancel(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
         _stored(responses_store, response_id)
         raise InvalidRequest(
             "Only responses created with background=true can be cancelled.", param="response_id"
@@ -124,11 +124,11 @@ class ResponsesController(Controller):
     @get("/{response_id:str}/input_items")
     async def input_items(
         self,
-        response_id: str,
-        responses_store: ResponseStore,
-        order: str = "desc",
-        limit: int = Parameter(default=20),
-        after: str | None = None,
+        response_id: FromPath[str],
+        responses_store: StoreDep,
+        order: FromQuery[str] = "desc",
+        limit: FromQuery[int] = 20,
+        after: FromQuery[str | None] = None,
     ) -> dict[str, Any]:
         stored = _stored(responses_store, response_id)
         if order not in ("asc", "desc"):
