@@ -36,7 +36,7 @@ def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
     server = stub({"rules": [
         {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
         {"when": {"user_contains": "hello.txt"},
-         "reply": {"tool_calls": [{"name": "Write",
+         "reply": {"reasoning": "Write the file.", "tool_calls": [{"name": "Write",
                                    "arguments": {"file_path": str(target), "content": "written by claude"}}]}},
     ]})
     run = claude.run(server, "create hello.txt", "--allowedTools", "Write")
@@ -77,7 +77,7 @@ def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type:
     server = stub({"rules": [
         {"when": {"last_role": "tool"}, "reply": {"text": "Read it."}},
         {"when": {"user_contains": "big.txt"},
-         "reply": {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}]}},
+         "reply": {"reasoning": "Read it.", "tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}]}},
     ]})
     run = claude.run(server, "read big.txt", "--allowedTools", "Read")
     assert run.returncode == 0, run.describe()

@@ -34,7 +34,8 @@ def test_tool_round_trip(stub, codex) -> None:  # type: ignore[no-untyped-def]
     server = stub({"rules": [
         {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
         {"when": {"user_contains": "hello.txt"},
-         "reply": {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}},
+         "reply": {"reasoning": "Use the shell.",
+                   "tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}},
     ]})
     # No sandbox: `-s workspace-write` works here too, but needs user namespaces for bubblewrap, which
     # a CI container may not grant; the run is confined to its temporary directory either way.

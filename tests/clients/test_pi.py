@@ -25,7 +25,8 @@ def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
     server = stub({"rules": [
         {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
         {"when": {"user_contains": "hello.txt"},
-         "reply": {"tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
+         "reply": {"reasoning": "Write it.",
+                   "tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
     ]})
     run = pi.run(server, "create hello.txt")
     assert run.returncode == 0, run.describe()
