@@ -152,12 +152,14 @@ class Run:
         return out
 
 
-def run_client(argv: Sequence[str], *, env: dict[str, str], cwd: Path, timeout: float = CLIENT_TIMEOUT) -> Run:
-    """Run a CLI headless: stdin /dev/null, its own process group (killed whole on timeout)."""
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+def run_client(argv: Sequence[str], *, env: dict[str, str], cwd: Path, timeout: float = CLIENT_TIMEOUT,
+               stdin_text: str | None = None) -> Run:
+    """Run a CLI headless: stdin /dev/null (or the given text), its own process group (killed whole on timeout)."""
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
+                            start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(stdin_text, timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
@@ -273,6 +275,14 @@ class Claude:
             argv.append("--verbose")  # required by -p with stream-json
         argv += ["--", prompt]
         return run_client(argv, env=self.env(server), cwd=self.ws.work)
+
+    def session(self, server: StubServer, *prompts: str) -> Run:
+        """Several user turns in one headless session (stream-json in and out)."""
+        turns = "".join(json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n"
+                        for p in prompts)
+        argv = [str(self.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                "--verbose"]
+        return run_client(argv, env=self.env(server), cwd=self.ws.work, stdin_text=turns)
 
 
 @pytest.fixture

@@ -100,3 +100,22 @@ def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # ty
     assert (broken["stream"], retried["stream"]) == (True, False)
     assert retried["messages"] == broken["messages"] and retried["system"] == broken["system"]
     assert "scripted failure" in server.access_log()
+
+
+def test_multi_turn_session_resends_history(stub, claude) -> None:  # type: ignore[no-untyped-def]
+    server = stub({"rules": [
+        {"when": {"user_contains": "second"}, "reply": {"reasoning": "Again.", "text": "second answer"}},
+        {"reply": {"reasoning": "First thoughts.", "text": "first answer"}},
+    ]})
+    run = claude.session(server, "first question", "second question")
+    assert run.returncode == 0, run.describe()
+    results = [e for e in run.json_lines() if e.get("type") == "result"]
+    assert [r["result"] for r in results] == ["first answer", "second answer"], run.describe()
+    # The second turn's prompt reuses the first one's: the prefix cache hit is reported to the client.
+    assert results[1]["usage"]["cache_read_input_tokens"] > 0
+
+    first, second = server.requests()
+    # The whole history is resent; the earlier turn's thinking is not rendered back into the prompt.
+    assert [(m["role"], m["content"]) for m in second["messages"][1:]] == [
+        ("assistant", "first answer"), ("user", "second question")]
+    assert second["messages"][0] == first["messages"][0]
