@@ -29,103 +29,27 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _anthropic_text(blocks: Any) -> str:
-    if isinstance(blocks, str):
-        return blocks
-    parts: list[str] = []
-    for block in blocks if isinstance(blocks, list) else ():
-        if isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif isinstance(block, dict) and block.get("type") not in ("thinking", "redacted_thinking"):
-            parts.append(f"[{block.get('type')} omitted]")
-    return "\n".join(parts)
-
-
-def _from_anthropic(request: dict[str, Any]) -> list[Message]:
-    from tinytitan.engine.request import Message, ToolCallSpec
-
-    out: list[Message] = []
-    if request.get("system"):
-        out.append(Message("system", _anthropic_text(request["system"])))
-    for m in request.get("messages") or ():
-        if not isinstance(m, dict):
-            raise SessionError("every message must be an object")
-        content = m.get("content")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-        texts: list[str] = []
-        calls: list[ToolCallSpec] = []
-        for b in blocks:
-            kind = b.get("type") if isinstance(b, dict) else None
-            if kind == "tool_use":
-                calls.append(
-                    ToolCallSpec(str(b.get("id", "")), str(b.get("name", "")), json.dumps(b.get("input", {})))
-                )
-            elif kind == "tool_result":
-                text = _anthropic_text(b.get("content", ""))
-                prefix = "Error: " if b.get("is_error") else ""
-                out.append(Message("tool", prefix + text, tool_call_id=str(b.get("tool_use_id", ""))))
-            else:
-                texts.append(_anthropic_text([b]))
-        text = "\n".join(t for t in texts if t)
-        if text or calls:
-            out.append(Message(str(m.get("role", "user")), text, tool_calls=tuple(calls)))
-    return out
-
-
-def _from_chat(messages: list[Any]) -> list[Message]:
-    import msgspec
-
-    from tinytitan.api.chat_completions.protocol import ChatCompletionRequest, ChatMessage
-    from tinytitan.api.chat_completions.translate import to_chat_request
-
-    try:
-        wire = msgspec.convert(messages, type=list[ChatMessage])
-    except msgspec.ValidationError as exc:
-        raise SessionError(f"not a Chat messages array: {exc}") from None
-    return list(to_chat_request(ChatCompletionRequest(model="session", messages=wire)).messages)
-
-
-def _is_anthropic(doc: dict[str, Any]) -> bool:
-    if "system" in doc or ("max_tokens" in doc and "messages" in doc and "stop_sequences" in doc):
-        return True
-    for m in doc.get("messages") or ():
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking") for b in content
-        ):
-            return True
-    return False
-
-
 def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
-    """Messages, decoded compaction notes and instructions from any of the three session shapes."""
+    """Messages, decoded compaction notes and instructions from any of the three session shapes.
+
+    Responses input keeps its compaction notes apart (the transcript shows them as earlier
+    summaries); Chat and Messages sessions go through their protocol's own mapper.
+    """
+    from tinytitan.api.offline import detect_api, to_chat_request
     from tinytitan.api.responses.inputs import map_input
-
-    def responses(value: Any) -> tuple[list[Message], list[str]]:
-        mapped = map_input(value, resolve=lambda _id: None)
-        guidance = [Message("system", g) for g in mapped.guidance]
-        return guidance + mapped.messages, mapped.notes
-
     from tinytitan.engine.request import Message
 
-    if isinstance(doc, dict):
-        instructions = doc.get("instructions") if isinstance(doc.get("instructions"), str) else None
-        if "input" in doc:
-            messages, notes = responses(doc["input"])
-            return messages, notes, instructions
-        if isinstance(doc.get("messages"), list):
-            if _is_anthropic(doc):
-                return _from_anthropic(doc), [], None
-            return _from_chat(doc["messages"]), [], None
+    if not isinstance(doc, dict | list):
+        raise SessionError("a session is a JSON array of items / messages, or an object holding one")
+    if isinstance(doc, dict) and "input" not in doc and not isinstance(doc.get("messages"), list):
         raise SessionError("a session object needs 'input' (Responses) or 'messages' (Chat / Messages)")
-    if isinstance(doc, list):
-        if any(isinstance(x, dict) and ("type" in x or "call_id" in x) for x in doc):
-            messages, notes = responses(doc)
-            return messages, notes, None
-        if _is_anthropic({"messages": doc}):
-            return _from_anthropic({"messages": doc}), [], None
-        return _from_chat(doc), [], None
-    raise SessionError("a session is a JSON array of items / messages, or an object holding one")
+    instructions = doc.get("instructions") if isinstance(doc, dict) else None
+    api = detect_api(doc)
+    if api == "responses":
+        mapped = map_input(doc["input"] if isinstance(doc, dict) else doc, resolve=lambda _id: None)
+        guidance = [Message("system", g) for g in mapped.guidance]
+        return guidance + mapped.messages, mapped.notes, instructions if isinstance(instructions, str) else None
+    return list(to_chat_request(doc, api, model="session").messages), [], None
 
 
 def compact(
