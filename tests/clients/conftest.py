@@ -11,6 +11,7 @@ missing binary skips the test with a one-line reason; in CI (``CI=true``) it is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -166,7 +167,8 @@ def run_client(argv: Sequence[str], *, env: dict[str, str], cwd: Path, timeout: 
         run = Run(list(argv), -9, stdout, stderr)
         pytest.fail(f"client did not finish within {timeout:.0f} s\n{run.describe()}", pytrace=False)
     finally:
-        if proc.poll() is None:
+        # The client's own process group: whatever it left running (a shell, a helper) ends with it.
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     return Run(list(argv), proc.returncode, stdout, stderr)
 
