@@ -93,6 +93,11 @@ class PromptCache:
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self._entries)
 
+    def snapshots(self) -> list[tuple[int, ...]]:
+        """The token sequences held, least recently used first (for inspection and tests)."""
+        with self._lock:
+            return [tuple(e.tokens) for e in self._entries]
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
