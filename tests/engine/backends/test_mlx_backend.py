@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from tinytitan.engine.events import Finished, TextDelta
 from tinytitan.engine.output_parser import Markers
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
 from tinytitan.engine.service import Completion, Engine
+from tinytitan.testing.loop import run
 
 OFF = ReasoningControls(enable_thinking=False)
 
@@ -45,7 +45,7 @@ def chat(engine: Engine, *texts: str, **kw: Any) -> ChatRequest:
 
 
 def complete(engine: Engine, request: ChatRequest) -> Completion:
-    return asyncio.run(engine.complete(request))
+    return run(engine.complete(request))
 
 
 def test_loads_from_a_directory_without_weights_until_needed(tiny_dir: Path) -> None:
@@ -70,7 +70,7 @@ def test_markers_and_tool_parser_come_from_mlx_lm(tiny_dir: Path) -> None:
 def test_completion_reports_real_usage(engine: Engine) -> None:
     request = chat(engine, "Say something.", max_tokens=8, sampling=Sampling(seed=1))
     done = complete(engine, request)
-    prompt = backend_of(engine).render(asyncio.run(engine.validate(request))[0])
+    prompt = backend_of(engine).render(run(engine.validate(request))[0])
     usage = done.finished.usage
     assert usage is not None
     assert usage.prompt_tokens == prompt.n_tokens == len(prompt.tokens) > 0
@@ -80,7 +80,7 @@ def test_completion_reports_real_usage(engine: Engine) -> None:
 
 def test_count_tokens_equals_usage_prompt_tokens(engine: Engine) -> None:
     request = chat(engine, "Count me, please: 1234 tokens?", max_tokens=2)
-    counted = asyncio.run(engine.count_tokens(request))
+    counted = run(engine.count_tokens(request))
     usage = complete(engine, request).finished.usage
     assert usage is not None and counted == usage.prompt_tokens
 
@@ -130,11 +130,11 @@ def test_second_turn_reuses_the_prefix(fresh: Engine) -> None:
     assert first.finished.usage is not None and first.finished.usage.cached_tokens == 0
     snapshots = backend.prompt_cache.snapshots()
     second_request = chat(fresh, "Hello, who are you?", first.text, "And then?", max_tokens=4)
-    second_tokens = backend.render(asyncio.run(fresh.validate(second_request))[0]).tokens
+    second_tokens = backend.render(run(fresh.validate(second_request))[0]).tokens
     from tinytitan.engine.prompt_cache import common_prefix
 
     expected = min(max(common_prefix(s, second_tokens) for s in snapshots), len(second_tokens) - 1)
-    first_prompt = backend.render(asyncio.run(fresh.validate(first_request))[0]).tokens
+    first_prompt = backend.render(run(fresh.validate(first_request))[0]).tokens
     second = complete(fresh, second_request)
     usage = second.finished.usage
     assert usage is not None
@@ -145,7 +145,7 @@ def test_second_turn_reuses_the_prefix(fresh: Engine) -> None:
 def test_closing_the_stream_stops_the_worker_within_a_token(fresh: Engine) -> None:
     backend = backend_of(fresh)
 
-    async def run() -> tuple[int, int]:
+    async def scenario() -> tuple[int, int]:
         job = await fresh.prepare(chat(fresh, "Talk for a long time.", max_tokens=3000,
                                        sampling=Sampling(temperature=1.0, seed=11)))
         events = job.events()
@@ -161,7 +161,7 @@ def test_closing_the_stream_stops_the_worker_within_a_token(fresh: Engine) -> No
         await fresh.queue.wait_idle()
         return at_close, backend.tokens_generated
 
-    at_close, final = asyncio.run(run())
+    at_close, final = run(scenario())
     assert final - at_close <= 1
     assert final < 3000
 
@@ -170,19 +170,19 @@ def test_unload_then_generate_reloads(fresh: Engine) -> None:
     backend = backend_of(fresh)
     complete(fresh, chat(fresh, "One.", max_tokens=2))
     assert backend.loaded and len(backend.prompt_cache) == 1
-    assert asyncio.run(fresh.unload()) is True
+    assert run(fresh.unload()) is True
     assert not backend.loaded and len(backend.prompt_cache) == 0
-    assert asyncio.run(fresh.unload()) is False
+    assert run(fresh.unload()) is False
     done = complete(fresh, chat(fresh, "Two.", max_tokens=3))
     assert backend.loaded
     assert done.finished.usage is not None and done.finished.usage.completion_tokens == 3
 
 
 def test_finished_is_last(engine: Engine) -> None:
-    async def run() -> list[Any]:
+    async def scenario() -> list[Any]:
         job = await engine.prepare(chat(engine, "Hi", max_tokens=3, stream=True))
         return [e async for e in job.events()]
 
-    events = asyncio.run(run())
+    events = run(scenario())
     assert isinstance(events[-1], Finished)
     assert sum(isinstance(e, Finished) for e in events) == 1

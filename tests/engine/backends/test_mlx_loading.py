@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import mlx.core as mx
@@ -14,6 +13,7 @@ from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.backends.mlx.loading import compute_dtype
 from tinytitan.engine.request import ChatRequest, Message, Sampling
 from tinytitan.engine.service import Engine
+from tinytitan.testing.loop import run
 from tinytitan.testing.tiny_model import tiny_model_dir
 
 
@@ -51,7 +51,7 @@ def test_the_dtype_setting_overrides(quantized_dir: Path, dtype: str) -> None:
     try:
         request = ChatRequest(model=backend.info.id, messages=(Message("user", "Hi"),), max_tokens=3,
                               sampling=Sampling(seed=1))
-        done = asyncio.run(engine.complete(request))
+        done = run(engine.complete(request))
     finally:
         engine.shutdown()
     assert done.finished.usage is not None and done.finished.usage.completion_tokens == 3

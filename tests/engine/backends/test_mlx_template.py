@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ from tinytitan.engine.backends.mlx import MlxBackend, ModelUnavailable
 from tinytitan.engine.backends.mlx.template import detect_levels, thinking_kwargs
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Tool, ToolCallSpec
 from tinytitan.engine.service import Engine
+from tinytitan.testing.loop import run
 
 
 def model_copy(tiny_dir: Path, dest: Path, *, template: str | None = None, extra: dict | None = None) -> Path:
@@ -90,7 +90,7 @@ def test_template_in_tokenizer_config(tiny_dir: Path, tmp_path: Path) -> None:
 def render(backend: MlxBackend, request: ChatRequest) -> str:
     engine = Engine(backend)
     try:
-        _validated, prompt = asyncio.run(engine.validate(request))
+        _validated, prompt = run(engine.validate(request))
     finally:
         engine.shutdown()
     return prompt.text
@@ -139,9 +139,9 @@ def test_a_template_that_opens_the_thought_starts_in_reasoning(tiny_dir: Path, t
     try:
         request = ChatRequest(model="x", messages=(Message("user", "Think."),), max_tokens=6,
                               sampling=Sampling(temperature=0.0))
-        _validated, prompt = asyncio.run(engine.validate(request))
+        _validated, prompt = run(engine.validate(request))
         assert prompt.start_in_reasoning and prompt.text.endswith("<think>\n")
-        done = asyncio.run(engine.complete(request))
+        done = run(engine.complete(request))
         usage = done.finished.usage
         assert usage is not None and usage.reasoning_tokens == usage.completion_tokens == 6
         assert done.reasoning and not done.text
