@@ -1,9 +1,11 @@
-"""Shared fixtures: scripted backends and a real uvicorn server on an ephemeral loopback port."""
+"""Shared fixtures: scripted backends, a real uvicorn server on an ephemeral loopback port, and the
+tiny real model (built once per machine, cached, and once per session)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,3 +30,11 @@ def server(serve: Callable[..., AbstractContextManager[LiveServer]]) -> Iterator
     """A live server with the default script."""
     with serve() as live:
         yield live
+
+
+@pytest.fixture(scope="session")
+def tiny_dir() -> Path:
+    """A real MLX model directory (tinytitan.testing.tiny_model), cached under ~/.cache/tinytitan."""
+    from tinytitan.testing.tiny_model import tiny_model_dir
+
+    return tiny_model_dir()

@@ -1,0 +1,76 @@
+"""The OpenBLAS preload re-exec (issue #3 part 7)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinytitan import cpu_blas
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_opt_out_and_guard_do_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
+    monkeypatch.setattr(cpu_blas, "find_openblas", lambda: "/usr/lib/x/openblas-pthread/libopenblas.so.0")
+    monkeypatch.setenv(cpu_blas.OPT_OUT_ENV, "0")
+    cpu_blas.ensure_openblas()
+    monkeypatch.delenv(cpu_blas.OPT_OUT_ENV)
+    monkeypatch.setenv(cpu_blas.REEXEC_ENV, "1")
+    cpu_blas.ensure_openblas()
+    assert calls == []
+
+
+def test_reexecs_once_with_the_preload(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: calls.append((path, argv, env)))
+    monkeypatch.setattr(cpu_blas, "find_openblas", lambda: "/lib/openblas-pthread/libopenblas.so.0")
+    monkeypatch.delenv(cpu_blas.OPT_OUT_ENV, raising=False)
+    monkeypatch.delenv(cpu_blas.REEXEC_ENV, raising=False)
+    monkeypatch.setenv("LD_PRELOAD", "/other.so")
+    monkeypatch.delitem(sys.modules, "mlx", raising=False)  # pretend mlx is not imported yet
+    monkeypatch.delitem(sys.modules, "mlx.core", raising=False)
+    cpu_blas.ensure_openblas()
+    if not sys.platform.startswith("linux"):
+        assert calls == []
+        return
+    assert len(calls) == 1
+    path, argv, env = calls[0]
+    assert path == sys.executable and argv[0] == sys.executable
+    assert env["LD_PRELOAD"] == "/lib/openblas-pthread/libopenblas.so.0:/other.so"
+    assert env[cpu_blas.REEXEC_ENV] == "1"
+
+
+@pytest.mark.skipif(cpu_blas.find_openblas() is None, reason="libopenblas0-pthread is not installed")
+def test_a_real_process_ends_up_with_openblas() -> None:
+    code = (
+        "from tinytitan.cpu_blas import ensure_openblas, openblas_active\n"
+        "ensure_openblas()\n"
+        "import mlx.core as mx\n"
+        "a = mx.ones((64, 64)); mx.eval(a @ a)\n"
+        "print(openblas_active())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", cpu_blas.REEXEC_ENV,
+                                                              cpu_blas.OPT_OUT_ENV)}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    env[cpu_blas.OPT_OUT_ENV] = "0"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_importing_the_mlx_backend_does_not_import_mlx() -> None:
+    code = (
+        "import sys\n"
+        "import tinytitan.engine.backends.mlx, tinytitan.cpu_blas, tinytitan.engine.prompt_cache\n"
+        "print(sorted(m for m in ('mlx', 'mlx_lm', 'transformers') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,252 @@
+"""The mlx backend: a real model through mlx-lm on the one generation path (issue #3).
+
+Construction resolves the model (local directory or hub id) and reads its facts — config,
+generation defaults, chat template, reasoning levels — without loading weights, so ``info`` is
+cheap and a missing template or model is a startup error (``ModelUnavailable``). The tokenizer
+loads on first use (rendering or counting needs no weights); the weights load in ``load()`` on the
+engine's generation thread and ``unload()`` releases them (and the prompt cache).
+
+Generation feeds ``mlx_lm.generate.generate_step`` the prompt tail the prompt cache does not
+already hold, yields one raw ``Piece`` per generated token (end-of-turn tokens excluded) and checks
+``cancel`` before every token (and between prefill chunks). The engine parses the pieces with the
+markers and tool parser mlx-lm's ``TokenizerWrapper`` knows for the model family.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Piece, Prompt
+from tinytitan.engine.backends.mlx import loading
+from tinytitan.engine.backends.mlx.resolve import (
+    ModelSource,
+    context_window,
+    read_json,
+    resolve_model,
+    sampling_defaults,
+)
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler, seed_sampling
+from tinytitan.engine.backends.mlx.template import (
+    ends_in_open_thought,
+    read_levels,
+    read_template,
+    template_messages,
+    template_tools,
+    thinking_kwargs,
+)
+from tinytitan.engine.output_parser import Markers, ToolParser, json_tool_parser
+from tinytitan.engine.prompt_cache import PromptCache
+from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
+
+__all__ = ["PREFILL_STEP", "MlxBackend"]
+
+log = logging.getLogger("tinytitan.mlx")
+
+PREFILL_STEP = 512  # prompt tokens per prefill chunk: cancellation is checked between chunks
+
+
+class _Cancelled(Exception):
+    """Raised from the prefill progress callback when the request was cancelled."""
+
+
+class MlxBackend(Backend):
+    def __init__(
+        self,
+        model: str | None,
+        model_id: str | None = None,
+        max_context: int | None = None,
+        prompt_cache_entries: int = 4,
+        prompt_cache_mib: int = 2048,
+        dtype: str = "auto",
+    ) -> None:
+        if dtype not in loading.DTYPES:
+            choices = ", ".join(loading.DTYPES)
+            raise loading.ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
+        self.source: ModelSource = resolve_model(model, model_id)
+        path = self.source.path
+        self.config = read_json(path / "config.json")
+        self.template = read_template(path)
+        levels = read_levels(path, self.template)
+        self._info = ModelInfo(
+            id=self.source.model_id,
+            context_window=context_window(self.config, max_context),
+            defaults=sampling_defaults(read_json(path / "generation_config.json")),
+            reasoning_levels=levels.levels,
+            default_reasoning=levels.default,
+            forced_tool_calls=False,
+        )
+        self.dtype = dtype
+        self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20)
+        self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._tokenizer_lock = threading.Lock()
+
+    # -- facts ------------------------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        return self._info
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def tokenizer(self) -> Any:
+        """mlx-lm's ``TokenizerWrapper``, loaded on first use (no weights needed)."""
+        if self._tokenizer is None:
+            with self._tokenizer_lock:
+                if self._tokenizer is None:
+                    self._tokenizer = loading.load_tokenizer(self.source.path)
+        return self._tokenizer
+
+    @property  # type: ignore[override]
+    def markers(self) -> Markers:
+        tw = self.tokenizer
+        return Markers(
+            think_start=tw.think_start,
+            think_end=tw.think_end,
+            tool_start=tw.tool_call_start,
+            tool_end=tw.tool_call_end,
+        )
+
+    @property  # type: ignore[override]
+    def tool_parser(self) -> ToolParser:
+        parse = self.tokenizer.tool_parser
+        if parse is None:
+            return json_tool_parser
+
+        def parse_call(text: str, tools: Any) -> dict[str, Any]:
+            openai_tools = template_tools(tuple(t for t in tools or () if isinstance(t, Tool))) or None
+            result = parse(text, openai_tools)
+            if isinstance(result, list) and len(result) == 1:
+                result = result[0]
+            if not isinstance(result, dict):
+                raise ValueError("the tool parser did not return one call")
+            return result
+
+        return parse_call
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        _ = self.tokenizer
+        self._model, _config = loading.load_weights(self.source.path, self.dtype)
+        log.info("loaded %s from %s", self._info.id, self.source.path)
+
+    def unload(self) -> bool:
+        was = self._model is not None
+        self._model = None
+        self.prompt_cache.clear()
+        if was:
+            import mlx.core as mx
+
+            gc.collect()
+            mx.clear_cache()
+        return was
+
+    # -- rendering --------------------------------------------------------------------------------
+    def render(self, request: ValidatedRequest) -> Prompt:
+        tw = self.tokenizer
+        kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
+        with self._tokenizer_lock:
+            text = tw.apply_chat_template(
+                template_messages(request),
+                tools=template_tools(request.tools),
+                add_generation_prompt=True,
+                tokenize=False,
+                **kwargs,
+            )
+            tokens = list(tw.encode(text, add_special_tokens=False))
+        return Prompt(
+            text=text,
+            n_tokens=len(tokens),
+            tokens=tokens,
+            start_in_reasoning=ends_in_open_thought(text, tw.think_start),
+        )
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(
+        self,
+        request: ValidatedRequest,
+        prompt: Prompt,
+        params: GenerationParams,
+        cancel: threading.Event,
+        stats: GenerationStats,
+    ) -> Iterator[Piece]:
+        import mlx.core as mx
+        from mlx_lm.generate import generate_step
+        from mlx_lm.models.cache import make_prompt_cache
+
+        if cancel.is_set() or params.max_new <= 0:
+            return
+        self.load()
+        tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
+        cache, reused = self.prompt_cache.fetch(tokens)
+        if cache is None:
+            cache, reused = make_prompt_cache(self._model), 0
+        stats.cached_tokens = reused
+        seed_sampling(request.sampling)
+
+        def progress(_done: int, _total: int) -> None:
+            if cancel.is_set():
+                raise _Cancelled
+
+        steps = generate_step(
+            mx.array(tokens[reused:]),
+            self._model,
+            max_tokens=params.max_new,
+            sampler=make_sampler(request.sampling),
+            logits_processors=make_processors(request.sampling, tokens, reused),
+            prompt_cache=cache,
+            prefill_step_size=PREFILL_STEP,
+            prompt_progress_callback=progress,
+        )
+        tw = self.tokenizer
+        eos = tw.eos_token_ids
+        detokenizer = tw.detokenizer
+        generated: list[int] = []
+        keep = True
+        try:
+            ended = False
+            while not cancel.is_set():
+                try:
+                    token, _logprobs = next(steps)
+                except StopIteration:
+                    break
+                generated.append(token)
+                self.tokens_generated += 1
+                if token in eos:
+                    ended = True
+                    break
+                detokenizer.add_token(token)
+                if len(generated) >= params.max_new:
+                    detokenizer.finalize()
+                yield Piece(detokenizer.last_segment)
+            if ended or (not cancel.is_set() and len(generated) < params.max_new):
+                detokenizer.finalize()
+                if tail := detokenizer.last_segment:
+                    yield Piece(tail, 0)
+        except _Cancelled:
+            pass
+        except GeneratorExit:
+            raise
+        except BaseException:
+            keep = False
+            raise
+        finally:
+            steps.close()
+            if keep:
+                self._remember(tokens + generated, cache, reused)
+
+    def _remember(self, sequence: list[int], cache: list[Any], reused: int) -> None:
+        """Store the KV state with the tokens it holds (generate_step feeds each token it yields)."""
+        offset = getattr(cache[0], "offset", None) if cache else None
+        if not isinstance(offset, int) or offset <= reused or offset > len(sequence):
+            return
+        self.prompt_cache.store(sequence[:offset], cache)

@@ -1,0 +1,63 @@
+"""Loading the tokenizer and the weights, and choosing the compute dtype (issue #3, parts 1 and 7).
+
+On the CPU, MLX's bf16/fp16 and quantized matmuls are scalar and single-threaded while fp32
+matmuls go through BLAS (OpenBLAS when preloaded, see ``tinytitan.cpu_blas``): measured ~20×
+faster here. So ``dtype="auto"`` dequantizes a quantized checkpoint and runs fp32 on the CPU, and
+keeps the checkpoint as it is on a GPU. ``float32`` / ``bfloat16`` / ``float16`` force a dtype
+(dequantizing first); ``native`` keeps the checkpoint as it is everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+
+__all__ = ["DTYPES", "compute_dtype", "load_tokenizer", "load_weights"]
+
+log = logging.getLogger("tinytitan.mlx")
+
+DTYPES = ("auto", "float32", "bfloat16", "float16", "native")
+
+
+def compute_dtype(setting: str) -> str | None:
+    """The dtype to run in (None = as the checkpoint is)."""
+    if setting not in DTYPES:
+        raise ModelUnavailable(f"unknown dtype {setting!r}; choose from {', '.join(DTYPES)}")
+    if setting == "native":
+        return None
+    if setting != "auto":
+        return setting
+    import mlx.core as mx
+
+    return "float32" if mx.default_device() == mx.cpu else None
+
+
+def load_tokenizer(path: Path) -> Any:
+    """mlx-lm's ``TokenizerWrapper`` (HF tokenizer + streaming detokenizer + markers + tool parser)."""
+    from mlx_lm.utils import load_config
+    from mlx_lm.utils import load_tokenizer as _load
+
+    eos = load_config(path).get("eos_token_id")
+    return _load(path, eos_token_ids=eos)
+
+
+def load_weights(path: Path, dtype_setting: str) -> tuple[Any, dict[str, Any]]:
+    """The model (evaluated, in its compute dtype) and its config."""
+    import mlx.core as mx
+    from mlx_lm.utils import dequantize_model, load_model
+
+    target = compute_dtype(dtype_setting)
+    try:
+        model, config = load_model(path, lazy=True)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ModelUnavailable(f"cannot load the weights in {path}: {exc}") from exc
+    if target is not None:
+        model = dequantize_model(model)  # a no-op for an unquantized checkpoint
+        model.set_dtype(getattr(mx, target))
+        log.info("running %s in %s", path.name, target)
+    mx.eval(model.parameters())
+    model.eval()
+    return model, config

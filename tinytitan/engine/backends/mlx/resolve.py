@@ -1,0 +1,157 @@
+"""Where a model comes from: a local directory or a Hugging Face hub id (issue #3, part 1).
+
+``--model`` names a directory, or ``org/name`` on the hub. A hub id goes through
+huggingface-hub's cache: downloaded (with a progress bar) when online; offline
+(``HF_HUB_OFFLINE=1`` or no network) the cached snapshot is used, else ``ModelUnavailable``
+says which id is missing and how to get it. Also reads the facts the validator needs without
+loading weights: the context window and the sampling defaults.
+
+No mlx import here: this runs at startup and for ``info``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ModelSource",
+    "ModelUnavailable",
+    "context_window",
+    "hub_cache_dir",
+    "read_json",
+    "resolve_model",
+    "sampling_defaults",
+]
+
+DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_ALLOW = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be used; ``message`` is for the user (the CLI prints it, no traceback)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    path: Path  # a local directory holding config.json, weights, tokenizer, template
+    model_id: str  # the served id
+    repo_id: str | None = None  # the hub id it came from
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file, or {} when absent; a broken file is a ``ModelUnavailable``."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelUnavailable(f"{path} must hold a JSON object")
+    return data
+
+
+def hub_cache_dir() -> Path:
+    """huggingface-hub's cache, read from the environment now (not at import time)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "huggingface" / "hub"
+
+
+def _offline() -> bool:
+    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in flags)
+
+
+def _how_to_get(repo: str, *, default: bool) -> str:
+    hint = f"fetch it while online (`hf download {repo}`, or start once without HF_HUB_OFFLINE)"
+    local = "pass --model /path/to/a/local/model/directory"
+    if default:
+        return f"no --model was given, so the default '{repo}' was tried; {local}, or {hint}"
+    return f"{hint}, or {local}"
+
+
+def _download(repo: str, *, default: bool) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    except ImportError as exc:  # pragma: no cover - an installation problem
+        raise ModelUnavailable(
+            f"model '{repo}' looks like a hub id but huggingface-hub is not installed; "
+            "pass --model /path/to/a/local/model/directory"
+        ) from exc
+    cache = hub_cache_dir()
+    offline = _offline()
+    try:
+        path = snapshot_download(repo, cache_dir=cache, allow_patterns=_ALLOW, local_files_only=offline)
+    except (RepositoryNotFoundError, GatedRepoError) as exc:
+        raise ModelUnavailable(
+            f"model '{repo}' was not found on the Hugging Face hub (or it is gated and needs `hf auth login`)"
+        ) from exc
+    except Exception as exc:  # offline, no network, or a cache miss: all say the same to the user
+        if offline:
+            why = "the hub is offline (HF_HUB_OFFLINE=1)"
+        else:
+            why = f"the download failed ({type(exc).__name__}: {exc})"
+        how = _how_to_get(repo, default=default)
+        raise ModelUnavailable(
+            f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}"
+        ) from exc
+    return Path(str(path))
+
+
+def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource:
+    """A local directory for ``model`` (downloading a hub id if needed) and the served id."""
+    name = model or DEFAULT_MODEL
+    local = Path(name).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ModelUnavailable(f"--model {name}: not a directory")
+        source = ModelSource(local.resolve(), model_id or local.resolve().name)
+    elif _HUB_ID.match(name) and not name.startswith((".", "~")):
+        source = ModelSource(_download(name, default=model is None), model_id or name.split("/")[-1], name)
+    else:
+        raise ModelUnavailable(f"model directory not found: {name} (give a directory or a hub id org/name)")
+    if not (source.path / "config.json").exists():
+        raise ModelUnavailable(f"{source.path} has no config.json: not a model directory")
+    return source
+
+
+def context_window(config: dict[str, Any], override: int | None = None) -> int:
+    """``max_position_embeddings`` (or its relatives), unless a max_context setting overrides it."""
+    if override is not None:
+        return int(override)
+    for cfg in (config, config.get("text_config") or {}):
+        for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
+            if isinstance(cfg.get(key), int) and cfg[key] > 0:
+                return int(cfg[key])
+    return 4096
+
+
+def sampling_defaults(generation_config: dict[str, Any]) -> dict[str, Any]:
+    """temperature / top_p / top_k / repetition_penalty from generation_config.json."""
+    out: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "top_k", "repetition_penalty"):
+        value = generation_config.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = value
+    if generation_config.get("do_sample") is False:
+        out["temperature"] = 0.0  # the model card asks for greedy decoding
+    if out.get("repetition_penalty") == 1.0:
+        out.pop("repetition_penalty")
+    return out
