@@ -31,6 +31,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Litestar) -> AsyncIterator[None]:
+        engine.warm_up()  # load the weights in the background: the first request need not wait for all of it
         try:
             yield
         finally:

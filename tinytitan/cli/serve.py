@@ -16,22 +16,32 @@ __all__ = ["build_backend", "serve"]
 
 
 def build_backend(settings: Settings) -> Backend:
-    """The scripted backend for ``--stub``, else the MLX engine (imported only then)."""
+    """The scripted backend for ``--stub``, else the MLX engine (imported only then).
+
+    Raises ``ScriptError`` / ``SettingsError`` (both ``ValueError``) with a message for the user.
+    """
     if settings.stub:
         from tinytitan.engine.backends.stub import StubBackend, load_script
 
         return StubBackend(load_script(settings.stub), model_id=settings.model_id,
                            context_override=settings.max_context)
-    from tinytitan.engine.backends.mlx import MlxBackend  # heavy: only when serving a model
+    from tinytitan.cpu_blas import ensure_openblas
 
-    return MlxBackend(
-        settings.model,
-        model_id=settings.model_id,
-        max_context=settings.max_context,
-        prompt_cache_entries=settings.prompt_cache_entries,
-        prompt_cache_mib=settings.prompt_cache_mib,
-        dtype=settings.dtype,
-    )
+    ensure_openblas()  # may re-exec this process once, before mlx is imported
+    from tinytitan.engine.backends.mlx import MlxBackend  # heavy: only when serving a model
+    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+
+    try:
+        return MlxBackend(
+            settings.model,
+            model_id=settings.model_id,
+            max_context=settings.max_context,
+            prompt_cache_entries=settings.prompt_cache_entries,
+            prompt_cache_mib=settings.prompt_cache_mib,
+            dtype=settings.dtype,
+        )
+    except ModelUnavailable as exc:
+        raise SettingsError(exc.message) from None
 
 
 def _fail(message: str) -> typer.Exit:
@@ -93,6 +103,15 @@ def serve(
     run_server(settings)
 
 
+def _engine_note(settings: Settings) -> str:
+    if settings.stub:
+        return "scripted"
+    from tinytitan.cpu_blas import openblas_active
+
+    blas = "OpenBLAS preloaded" if openblas_active() else "bundled BLAS"
+    return f"mlx, dtype {settings.dtype}, {blas}"
+
+
 def run_server(settings: Settings) -> None:
     import uvicorn
 
@@ -110,7 +129,7 @@ def run_server(settings: Settings) -> None:
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     typer.echo(
         f"TinyTitan serving '{info.id}' at http://{shown_host}:{settings.port}/v1 "
-        f"(context {info.context_window} tokens{', scripted' if settings.stub else ''})",
+        f"(context {info.context_window} tokens, {_engine_note(settings)})",
         err=True,
     )
     uvicorn.run(

@@ -103,6 +103,16 @@ class Engine:
         await self.queue.wait_idle()
         return await self.run_worker(self.backend.unload)
 
+    def warm_up(self) -> None:
+        """Start loading the model on the generation thread; requests queue behind it."""
+
+        def report(future: asyncio.Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is not None:
+                log.error("loading the model failed: %s", future.exception())
+
+        if not self.backend.loaded:
+            self.run_worker(self.backend.load).add_done_callback(report)
+
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
