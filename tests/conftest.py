@@ -16,11 +16,17 @@ from tinytitan.testing.server import LiveServer, live_server
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., AbstractContextManager[LiveServer]]]:
+def default_script() -> dict[str, Any]:
+    """The stub script ``serve()`` uses when given none (a test package may override this)."""
+    return script()
+
+
+@pytest.fixture
+def serve(default_script: dict[str, Any]) -> Iterator[Callable[..., AbstractContextManager[LiveServer]]]:
     """``with serve(script(...), queue_limit=1) as server:`` — a live server for one test."""
 
     def start(stub_script: dict[str, Any] | None = None, **kwargs: Any) -> AbstractContextManager[LiveServer]:
-        return live_server(StubBackend(stub_script or script()), **kwargs)
+        return live_server(StubBackend(stub_script or default_script), **kwargs)
 
     yield start
 

@@ -1,31 +1,19 @@
-"""Fixtures for the Responses tests: a live server over a scripted backend, and an SDK client."""
+"""Fixtures for the Responses tests: the default stub script and an SDK client (``serve`` is the root's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend
-from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.server import LiveServer
 
 from .support import stub_script
 
 
 @pytest.fixture
-def serve_stub() -> Callable[..., AbstractContextManager[LiveServer]]:
-    def start(script: dict[str, Any] | None = None, **kwargs: Any) -> AbstractContextManager[LiveServer]:
-        return live_server(StubBackend(script or stub_script()), **kwargs)
-
-    return start
-
-
-@pytest.fixture
-def server(serve_stub: Callable[..., AbstractContextManager[LiveServer]]) -> Iterator[LiveServer]:
-    with serve_stub() as live:
-        yield live
+def default_script() -> dict[str, Any]:
+    return stub_script()
 
 
 @pytest.fixture

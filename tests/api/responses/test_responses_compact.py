@@ -27,8 +27,8 @@ def _script() -> dict[str, Any]:
     )
 
 
-def test_compact_returns_instructions_and_one_compaction_item(serve_stub: Any) -> None:
-    with serve_stub(_script()) as server:
+def test_compact_returns_instructions_and_one_compaction_item(serve: Any) -> None:
+    with serve(_script()) as server:
         from openai import OpenAI
 
         client = OpenAI(base_url=server.v1, api_key="unused", max_retries=0)
