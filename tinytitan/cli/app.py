@@ -7,6 +7,7 @@ import typer
 from tinytitan import __version__
 from tinytitan.cli.compact import compact
 from tinytitan.cli.count_tokens import count_tokens
+from tinytitan.cli.models import models
 from tinytitan.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -37,6 +38,7 @@ def root(
 
 
 app.command("serve")(serve)
+app.command("models")(models)
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
 
