@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tinytitan import __version__
+from tinytitan.cli.chat import chat
 from tinytitan.cli.compact import compact
 from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.models import models
@@ -41,6 +42,7 @@ app.command("serve")(serve)
 app.command("models")(models)
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
+app.command("chat")(chat)
 
 
 def main() -> None:
