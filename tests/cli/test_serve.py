@@ -76,3 +76,13 @@ def test_serve_stub_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_cli_import_stays_light() -> None:
+    """``tinytitan --help`` must not pull in mlx, llguidance, transformers or the web stack."""
+    code = ("import sys, tinytitan.cli.app; "
+            "heavy = [m for m in ('mlx', 'mlx_lm', 'llguidance', 'transformers', 'litestar', 'uvicorn') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
