@@ -19,7 +19,7 @@ _PATH = re.compile(r"- at `\$\.?(.*)`$")
 
 
 def decode_json(body: bytes, wire_type: type[T]) -> T:
-    """Decode ``body`` as ``wire_type``; a malformed body or a wrong-typed field → 400 ``invalid_json``."""
+    """Decode ``body`` as ``wire_type``; a malformed, wrong-typed or too deeply nested body → 400 ``invalid_json``."""
     try:
         return msgspec.json.decode(body, type=wire_type)
     except msgspec.ValidationError as exc:
@@ -29,6 +29,8 @@ def decode_json(body: bytes, wire_type: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON request: {detail}", param=param, code="invalid_json") from exc
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON request: {exc}", code="invalid_json") from exc
+    except RecursionError as exc:  # msgspec's nesting limit (the interpreter's recursion limit)
+        raise InvalidRequest("malformed JSON request: nested too deeply", code="invalid_json") from exc
 
 
 async def read_json(request: Request[Any, Any, Any], wire_type: type[T]) -> T:
