@@ -14,6 +14,7 @@ from litestar.types import ASGIApp
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
+from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
@@ -43,7 +44,7 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         return responses_store
 
     handlers: list[Any] = [
-        health, health_head, ModelsController, ChatCompletionsController, ResponsesController,
+        health, health_head, ModelsController, ChatCompletionsController, ResponsesController, openapi_route(),
     ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
