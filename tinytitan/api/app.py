@@ -11,6 +11,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.types import ASGIApp
 
+from tinytitan.api.anthropic.routes import MessagesController
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
@@ -44,7 +45,8 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         return responses_store
 
     handlers: list[Any] = [
-        health, health_head, ModelsController, ChatCompletionsController, ResponsesController, openapi_route(),
+        health, health_head, ModelsController, ChatCompletionsController, ResponsesController, MessagesController,
+        openapi_route(),
     ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
@@ -59,6 +61,7 @@ def create_app(engine: Engine, settings: Settings | None = None) -> ASGIApp:
         lifespan=[lifespan],
         request_max_body_size=settings.body_limit,
         openapi_config=None,
+        logging_config=None,
         state=State({"keepalive_seconds": settings.keepalive_seconds}),
         debug=False,
     )

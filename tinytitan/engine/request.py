@@ -164,6 +164,7 @@ class OutputFormat:
     type: str
     schema: dict[str, Any] | None = None
     name: str | None = None
+    grammar: str | None = None  # the llguidance grammar the decoder masks with
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import httpx
-from conftest import MODEL, stub_script
 
 from tinytitan.engine.compaction import HANDOVER_ASK
+
+from .support import MODEL, stub_script
 
 NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
 INPUT = [

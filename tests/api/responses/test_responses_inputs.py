@@ -6,12 +6,13 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import MODEL
 
 from tinytitan.api.responses.inputs import chat_format, map_input, map_tools, to_chat_request
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.compaction import encode_payload
 from tinytitan.engine.errors import InvalidRequest
+
+from .support import MODEL
 
 
 def _none(_id: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import MODEL
+from .support import MODEL
 
 WRITE_TOOL = {
     "type": "function",

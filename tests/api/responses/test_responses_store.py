@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from conftest import MODEL
 
 from tinytitan.api.responses.store import ResponseStore, StoredResponse
+
+from .support import MODEL
 
 
 def _post(server: Any, body: dict[str, Any]) -> httpx.Response:

@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
-from conftest import MODEL
 
 from tinytitan.api.responses.encode import OutputBuilder, encode_stream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
+
+from .support import MODEL
 
 USAGE = Usage(prompt_tokens=10, cached_tokens=2, completion_tokens=7, reasoning_tokens=3)
 

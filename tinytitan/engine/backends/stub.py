@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Piece, Prompt
-from tinytitan.engine.errors import GenerationFailed, InvalidRequest, Unsupported
+from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
@@ -216,13 +216,28 @@ class StubBackend(Backend):
 
 
 def _check_format(reply: dict[str, Any], params: GenerationParams) -> None:
-    """A scripted reply must obey a requested output format (so a bad script fails its test)."""
+    """A scripted reply must obey a requested output format, so a bad script fails its test.
+
+    The real engine cannot emit anything else (the grammar masks it); the stub checks instead, with
+    ``jsonschema`` where it is installed (the test extra) and structurally otherwise.
+    """
     fmt = params.output_format
-    if fmt is None or "text" not in reply:
+    if fmt is None or "raw" in reply:
+        return
+    text = str(reply.get("text", ""))
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise GenerationFailed(f"stub script reply is not JSON but {fmt.type} was requested: {text[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise GenerationFailed(f"stub script reply is not a JSON object but {fmt.type} was requested")
+    if fmt.schema is None:
         return
     try:
-        doc = json.loads(reply["text"])
-    except ValueError as exc:
-        raise InvalidRequest(f"stub script reply is not JSON but {fmt.type} was requested") from exc
-    if not isinstance(doc, dict):
-        raise InvalidRequest(f"stub script reply is not a JSON object but {fmt.type} was requested")
+        import jsonschema
+    except ImportError:
+        return
+    try:
+        jsonschema.validate(doc, fmt.schema)
+    except jsonschema.ValidationError as exc:
+        raise GenerationFailed(f"stub script reply breaks the requested schema: {exc.message}") from None

@@ -1,0 +1,1 @@
+"""Anthropic Messages: wire types (protocol), mapping (translate), the controller (routes)."""

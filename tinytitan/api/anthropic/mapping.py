@@ -1,0 +1,298 @@
+"""Anthropic Messages wire request → ``ChatRequest`` (reference §12).
+
+Only the Messages-specific refusals and reshaping live here (system blocks, block types, tool
+results, prefill, thinking budgets, the billing line); everything shared — roles, tool-call
+pairing, sampling ranges, the output cap, stop strings, tool names and schemas, tool_choice
+forcing, structured output — is left to the one validator, which names fields in Anthropic's
+spelling through ``MESSAGES_PARAMS``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.request import (
+    ChatRequest,
+    Message,
+    ParamNames,
+    ReasoningControls,
+    Sampling,
+    Tool,
+    ToolCallSpec,
+    new_request_id,
+)
+
+from .protocol import ContentBlock, InputMessage, MessagesRequest, ThinkingConfig, ToolChoice
+
+__all__ = ["MESSAGES_PARAMS", "to_chat_request"]
+
+MESSAGES_PARAMS = ParamNames(
+    messages="messages",
+    max_tokens="max_tokens",
+    max_completion_tokens="max_tokens",
+    stop="stop_sequences",
+    tools="tools",
+    tool_prefix="",
+    tool_schema="input_schema",
+    tool_choice="tool_choice",
+    temperature="temperature",
+    top_p="top_p",
+    top_k="top_k",
+    response_format="output_config.format",
+)
+
+_BILLING = re.compile(r"^\s*x-anthropic-billing-header:[^\n]*\n?")
+_SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def _unsupported(kind: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{kind} blocks are not supported; this server is text-only", param=param, code="unsupported_content"
+    )
+
+
+def _drop_billing(text: str) -> str:
+    """Claude Code's per-conversation billing line carries no guidance and would break the prefix cache."""
+    return _BILLING.sub("", text, count=1)
+
+
+# -- request: system, messages ---------------------------------------------------------------------
+
+
+def _system_texts(system: str | list[ContentBlock] | None, param: str = "system") -> list[str]:
+    if system is None:
+        return []
+    blocks = [ContentBlock("text", text=system)] if isinstance(system, str) else system
+    texts: list[str] = []
+    for j, block in enumerate(blocks):
+        where = param if isinstance(system, str) else f"{param}[{j}]"
+        if block.type != "text":
+            raise _unsupported(block.type, where)
+        if block.text is None:
+            raise InvalidRequest("a text block needs a 'text' string", param=f"{where}.text")
+        text = _drop_billing(block.text)
+        if text.strip():
+            texts.append(text)
+    return texts
+
+
+def _tool_result_text(block: ContentBlock, where: str) -> str:
+    content = block.content
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    else:
+        parts: list[str] = []
+        for k, inner in enumerate(content):
+            if inner.type != "text":
+                raise _unsupported(inner.type, f"{where}.content[{k}]")
+            parts.append(inner.text or "")
+        text = "\n".join(parts)
+    return f"Error: {text}" if block.is_error else text
+
+
+def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
+    """Tool results become tool messages (first: they answer the previous turn), the text one user turn."""
+    results: list[Message] = []
+    texts: list[str] = []
+    for j, block in enumerate(blocks):
+        here = f"{where}.content[{j}]"
+        if block.type == "text":
+            texts.append(block.text or "")
+        elif block.type == "tool_result":
+            if not block.tool_use_id:
+                raise InvalidRequest("a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id",
+                                     code="invalid_tool_result")
+            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id))
+        elif block.type == "tool_use":
+            raise InvalidRequest("tool_use blocks are only allowed in assistant messages", param=here,
+                                 code="invalid_tool_call")
+        elif block.type not in _SKIPPED_BLOCKS:
+            raise _unsupported(block.type, here)
+    if texts or not results:
+        results.append(Message("user", "\n\n".join(texts)))
+    return results
+
+
+def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCallSpec] = []
+    for j, block in enumerate(blocks):
+        here = f"{where}.content[{j}]"
+        if block.type == "text":
+            texts.append(block.text or "")
+        elif block.type == "tool_use":
+            args = {} if block.input is None else block.input
+            if not isinstance(args, dict):
+                raise InvalidRequest("tool_use input must be a JSON object", param=f"{here}.input",
+                                     code="invalid_tool_arguments")
+            calls.append(ToolCallSpec(block.id or "", block.name or "", json.dumps(args, ensure_ascii=False)))
+        elif block.type == "thinking":
+            thoughts.append(block.thinking or "")
+        elif block.type == "tool_result":
+            raise InvalidRequest("tool_result blocks are only allowed in user messages", param=here,
+                                 code="invalid_tool_result")
+        elif block.type not in _SKIPPED_BLOCKS:
+            raise _unsupported(block.type, here)
+    reasoning = "".join(thoughts) or None  # accepted, never rendered
+    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning)
+
+
+def _append_merging_users(turns: list[Message], message: Message) -> None:
+    """Consecutive user turns combine into one, as the API documents."""
+    previous = turns[-1] if turns else None
+    if message.role == "user" and previous is not None and previous.role == "user":
+        texts = (previous.content, message.content)
+        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t))
+    else:
+        turns.append(message)
+
+
+def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...]:
+    conversation = [i for i, m in enumerate(wire) if m.role != "system"]
+    if conversation and wire[conversation[-1]].role == "assistant":
+        raise InvalidRequest("a trailing assistant message (prefill) is not supported",
+                             param=f"messages[{conversation[-1]}]", code="invalid_message")
+    guidance = list(system)
+    turns: list[Message] = []
+    for i, message in enumerate(wire):
+        where = f"messages[{i}]"
+        content = message.content
+        blocks = [ContentBlock("text", text=content)] if isinstance(content, str) else content
+        if message.role == "system":  # Claude Code's mid-conversation guidance joins the system block
+            guidance.extend(_system_texts(message.content, f"{where}.content"))
+        elif message.role == "user":
+            for mapped in _user_messages(blocks, where):
+                _append_merging_users(turns, mapped)
+        elif message.role == "assistant":
+            turns.append(_assistant_message(blocks, where))
+        else:
+            raise InvalidRequest(f"unknown role '{message.role}'; expected user or assistant",
+                                 param=f"{where}.role", code="invalid_message")
+    return tuple(Message("system", text) for text in guidance) + tuple(turns)
+
+
+# -- request: tools, choice, thinking, format -------------------------------------------------------
+
+
+def _tools(wire: MessagesRequest) -> tuple[Tool, ...]:
+    tools: list[Tool] = []
+    for i, t in enumerate(wire.tools or ()):
+        if t.type not in (None, "custom"):
+            raise InvalidRequest(
+                f"tools of type '{t.type}' are not supported; only custom tools "
+                "{name, description, input_schema}",
+                param=f"tools[{i}].type",
+                code="unsupported_tool",
+            )
+        tools.append(Tool(name=t.name, description=t.description or "", parameters=t.input_schema))
+    return tuple(tools)
+
+
+def _tool_choice(choice: ToolChoice | None) -> Any:
+    if choice is None:
+        return None
+    if choice.disable_parallel_tool_use:
+        raise InvalidRequest(
+            "disable_parallel_tool_use is not supported: the decoder emits the calls the model produces",
+            param="tool_choice.disable_parallel_tool_use", code="unsupported_value",
+        )
+    if choice.type in ("auto", "none"):
+        return choice.type
+    if choice.type == "any":
+        return "required"
+    if choice.type == "tool":
+        if not choice.name:
+            raise InvalidRequest("tool_choice of type 'tool' needs the tool's name", param="tool_choice.name")
+        return {"type": "function", "function": {"name": choice.name}}
+    raise InvalidRequest(f"unknown tool_choice type '{choice.type}'; use auto, none, any or tool",
+                         param="tool_choice.type")
+
+
+def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> ReasoningControls:
+    """disabled → off; enabled → the budget's rung of the ladder; adaptive → the server's default."""
+    if thinking is None or thinking.type == "adaptive":
+        return ReasoningControls()
+    if thinking.type == "disabled":
+        return ReasoningControls(level="off")
+    if thinking.type != "enabled":
+        raise InvalidRequest(f"unknown thinking type '{thinking.type}'; use enabled, disabled or adaptive",
+                             param="thinking.type")
+    budget = thinking.budget_tokens
+    param = "thinking.budget_tokens"
+    if budget is None:
+        raise InvalidRequest("Field required", param=param)
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise InvalidRequest("budget_tokens must be an integer", param=param)
+    if budget < 1024:
+        raise InvalidRequest(f"budget_tokens must be at least 1024, got {budget}", param=param)
+    if max_tokens is not None and max_tokens > 0 and budget >= max_tokens:
+        raise InvalidRequest(
+            f"budget_tokens ({budget}) must be less than max_tokens ({max_tokens})", param=param
+        )
+    level = "low" if budget < 4096 else "medium" if budget < 16384 else "xhigh"
+    return ReasoningControls(level=level)
+
+
+def _response_format(raw: Any) -> Any:
+    """``output_config.format`` in the Chat spelling, for the one parser (reference §6)."""
+    if not isinstance(raw, dict) or raw.get("type") != "json_schema":
+        return raw
+    spec: dict[str, Any] = {"name": raw.get("name") if isinstance(raw.get("name"), str) else "output"}
+    if "schema" in raw:
+        spec["schema"] = raw["schema"]
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def _refuse_by_name(wire: MessagesRequest) -> None:
+    if wire.output_format is not None:
+        raise InvalidRequest("output_format is not supported; use output_config.format",
+                             param="output_format", code="unsupported_value")
+    for name in ("container", "mcp_servers"):
+        if getattr(wire, name) is not None:
+            raise InvalidRequest(
+                f"{name} is not supported by this server", param=name, code="unsupported_value"
+            )
+
+
+def to_chat_request(
+    wire: MessagesRequest,
+    *,
+    context_window: int | None = None,
+    count_only: bool = False,
+    request_id: str | None = None,
+    workspace: str | None = None,
+) -> ChatRequest:
+    """Map a Messages request. ``count_only`` (count_tokens) does not require ``max_tokens``."""
+    if not wire.model:
+        raise InvalidRequest("Field required", param="model")
+    if wire.messages is None:
+        raise InvalidRequest("Field required", param="messages")
+    if wire.max_tokens is None and not count_only:
+        raise InvalidRequest("Field required", param="max_tokens")
+    _refuse_by_name(wire)
+    cap = wire.max_tokens
+    if cap is not None and context_window is not None:
+        cap = min(cap, context_window)  # the validator clamps the same way; the budget rule sees it now
+    return ChatRequest(
+        model=wire.model,
+        messages=_messages(wire.messages, _system_texts(wire.system)),
+        tools=_tools(wire),
+        tool_choice=_tool_choice(wire.tool_choice),
+        sampling=Sampling(temperature=wire.temperature, top_p=wire.top_p, top_k=wire.top_k),
+        stop=tuple(wire.stop_sequences) if wire.stop_sequences is not None else None,
+        max_tokens=wire.max_tokens,
+        clamp_max_tokens=True,
+        temperature_max=1.0,
+        reasoning=_thinking(wire.thinking, cap),
+        response_format=_response_format(wire.output_config.format if wire.output_config else None),
+        stream=bool(wire.stream) and not count_only,
+        workspace=workspace,
+        request_id=request_id or new_request_id(),
+        params=MESSAGES_PARAMS,
+    )

@@ -1,0 +1,50 @@
+"""The Messages controller: decode, map, run on the engine, encode. Nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, post
+from litestar.response import Response
+
+from tinytitan.api.errors import request_id_of
+from tinytitan.api.request_io import read_json, until_disconnect
+from tinytitan.api.sse import sse_response
+from tinytitan.engine.request import ChatRequest
+from tinytitan.engine.service import Engine
+
+from .protocol import MessagesRequest
+from .translate import message_object, stream_events, to_chat_request
+
+__all__ = ["MessagesController"]
+
+
+async def _chat_request(request: Request[Any, Any, Any], engine: Engine, *, count_only: bool) -> ChatRequest:
+    wire = await read_json(request, MessagesRequest)
+    return to_chat_request(
+        wire,
+        context_window=engine.info.context_window,
+        count_only=count_only,
+        request_id=request_id_of(request.scope),
+        workspace=request.headers.get("x-tinytitan-workspace"),
+    )
+
+
+class MessagesController(Controller):
+    path = "/v1/messages"
+
+    @post("/", status_code=200)
+    async def create(self, request: Request[Any, Any, Any], engine: Engine) -> Any:
+        chat = await _chat_request(request, engine, count_only=False)
+        job = await engine.prepare(chat)
+        model = job.request.model_id
+        if chat.stream:
+            events = stream_events(job.events(), model, request_id=chat.request_id)
+            return sse_response(events, request, anthropic=True)
+        result = await until_disconnect(request, job.collect())
+        return Response(message_object(result, model))
+
+    @post("/count_tokens", status_code=200)
+    async def count_tokens(self, request: Request[Any, Any, Any], engine: Engine) -> dict[str, int]:
+        chat = await _chat_request(request, engine, count_only=True)
+        return {"input_tokens": await engine.count_tokens(chat)}

@@ -1,0 +1,180 @@
+"""Anthropic Messages ↔ engine (reference §12): engine events → the message object / the SSE stream.
+
+The wire → ``ChatRequest`` half lives in ``mapping`` and is re-exported here. Both encoders are
+pure functions over engine events, so they are tested over hand-made event iterators.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tinytitan.api.errors import anthropic_error
+from tinytitan.api.sse import SSE
+from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.service import Completion
+
+from .mapping import MESSAGES_PARAMS, to_chat_request
+
+__all__ = [
+    "MESSAGES_PARAMS",
+    "message_object",
+    "new_message_id",
+    "stop_reason",
+    "stream_events",
+    "to_chat_request",
+    "tool_use_id",
+    "usage_object",
+]
+
+
+# -- the object ---------------------------------------------------------------------------
+
+
+def new_message_id() -> str:
+    return "msg_" + secrets.token_hex(16)
+
+
+def tool_use_id(call: ToolCall) -> str:
+    """Anthropic-style ids (``toolu_…``) for the engine's calls; the same call always gets the same id."""
+    return "toolu_" + call.id.removeprefix("call_")
+
+
+def usage_object(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "output_tokens": usage.completion_tokens,
+    }
+
+
+def stop_reason(finished: Finished, has_calls: bool) -> tuple[str, str | None]:
+    """``(stop_reason, stop_sequence)``: tool_use > max_tokens > stop_sequence > end_turn."""
+    if has_calls:
+        return "tool_use", None
+    if finished.reason == "length":
+        return "max_tokens", None
+    if finished.stop_sequence is not None:
+        return "stop_sequence", finished.stop_sequence
+    return "end_turn", None
+
+
+def _tool_input(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.arguments_json) if call.arguments_json.strip() else {}
+    except ValueError:
+        return {}
+
+
+def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_use_id(call), "name": call.name,
+            "input": _tool_input(call) if with_input else {}}
+
+
+def message_object(result: Completion, model: str, *, message_id: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if result.reasoning:
+        content.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
+    if result.text or not result.tool_calls:
+        content.append({"type": "text", "text": result.text})
+    content.extend(_tool_use_block(c) for c in result.tool_calls)
+    reason, sequence = stop_reason(result.finished, bool(result.tool_calls))
+    return {
+        "id": message_id or new_message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": sequence,
+        "usage": usage_object(result.finished.usage),
+    }
+
+
+# -- responses: the event stream ---------------------------------------------------------------------
+
+
+class _Blocks:
+    """Opens and closes content blocks in order; ``index`` counts them from 0."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open: str | None = None
+        self.kinds: list[str] = []
+
+    def start(self, block: dict[str, Any]) -> list[SSE]:
+        out = self.stop()
+        self.index += 1
+        self.open = block["type"]
+        self.kinds.append(block["type"])
+        out.append(SSE({"type": "content_block_start", "index": self.index, "content_block": block},
+                       event="content_block_start"))
+        return out
+
+    def delta(self, delta: dict[str, Any]) -> SSE:
+        body = {"type": "content_block_delta", "index": self.index, "delta": delta}
+        return SSE(body, event="content_block_delta")
+
+    def stop(self) -> list[SSE]:
+        if self.open is None:
+            return []
+        out = [self.delta({"type": "signature_delta", "signature": ""})] if self.open == "thinking" else []
+        out.append(SSE({"type": "content_block_stop", "index": self.index}, event="content_block_stop"))
+        self.open = None
+        return out
+
+
+def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
+    if isinstance(event, ReasoningDelta) and event.text:
+        opening = {"type": "thinking", "thinking": "", "signature": ""}
+        out = [] if blocks.open == "thinking" else blocks.start(opening)
+        return [*out, blocks.delta({"type": "thinking_delta", "thinking": event.text})]
+    if isinstance(event, TextDelta) and event.text:
+        out = [] if blocks.open == "text" else blocks.start({"type": "text", "text": ""})
+        return [*out, blocks.delta({"type": "text_delta", "text": event.text})]
+    if isinstance(event, ToolCall):
+        out = blocks.start(_tool_use_block(event, with_input=False))
+        out.append(blocks.delta({"type": "input_json_delta", "partial_json": event.arguments_json or "{}"}))
+        return [*out, *blocks.stop()]
+    return []
+
+
+async def stream_events(
+    events: AsyncIterator[Event], model: str, *, request_id: str, message_id: str | None = None
+) -> AsyncIterator[SSE]:
+    """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
+    start = {
+        "id": message_id or new_message_id(), "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_object(Usage()),
+    }
+    yield SSE({"type": "message_start", "message": start}, event="message_start")
+    blocks = _Blocks()
+    try:
+        async for event in events:
+            for item in _event_items(event, blocks):
+                yield item
+            if isinstance(event, Finished):
+                has_calls = "tool_use" in blocks.kinds
+                tail = blocks.stop()
+                if not has_calls and "text" not in blocks.kinds:  # the object always has a text block then
+                    tail += blocks.start({"type": "text", "text": ""}) + blocks.stop()
+                for item in tail:
+                    yield item
+                reason, sequence = stop_reason(event, has_calls)
+                delta = {"stop_reason": reason, "stop_sequence": sequence}
+                body = {"type": "message_delta", "delta": delta, "usage": usage_object(event.usage)}
+                yield SSE(body, event="message_delta")
+                yield SSE({"type": "message_stop"}, event="message_stop")
+                return
+    except TinyTitanError as exc:
+        yield SSE(anthropic_error(exc, request_id)[1], event="error")
+        return
+    except Exception:
+        yield SSE(anthropic_error(GenerationFailed(), request_id)[1], event="error")
+        return
+    # the events ended without Finished: the generation was cut short
+    yield SSE(anthropic_error(GenerationFailed(), request_id)[1], event="error")

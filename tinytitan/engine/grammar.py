@@ -1,0 +1,97 @@
+"""Structured-output grammars (reference §6): JSON schemas compiled by llguidance.
+
+``compile_schema`` runs during validation, so a schema the engine cannot promise is a 400 before
+any model work: every keyword llguidance does not implement is refused by name with its JSON path.
+The compiled grammar string is what a decoder hands to ``llguidance.LLMatcher`` to mask logits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from tinytitan.engine.errors import InvalidRequest
+
+__all__ = ["ANNOTATIONS", "JSON_OBJECT_SCHEMA", "compile_schema", "keyword_paths"]
+
+JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated", "readOnly",
+    "writeOnly",
+})
+_UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
+# keywords whose value is a map of name -> subschema, or a list / single subschema
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+               "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+
+
+def _strip_annotations(schema: Any) -> Any:
+    """Annotations (and ``x-*`` extensions) are ignored, whatever the engine thinks of them."""
+    if isinstance(schema, dict):
+        return {
+            k: (_strip_annotations(v) if k not in ("enum", "const") else v)
+            for k, v in schema.items()
+            if k not in ANNOTATIONS and not k.startswith("x-")
+        }
+    if isinstance(schema, list):
+        return [_strip_annotations(v) for v in schema]
+    return schema
+
+
+def keyword_paths(schema: Any, keyword: str, path: str = "#") -> Iterator[str]:
+    """JSON pointers of the (sub)schemas that use ``keyword`` as a keyword (not as a property name)."""
+    if not isinstance(schema, dict):
+        return
+    if keyword in schema:
+        yield path
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from keyword_paths(sub, keyword, f"{path}/{key}/{name}")
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from keyword_paths(sub, keyword, f"{path}/{key}/{i}")
+        elif key in _SCHEMA_ONE:
+            if isinstance(value, list):  # legacy tuple items
+                for i, sub in enumerate(value):
+                    yield from keyword_paths(sub, keyword, f"{path}/{key}/{i}")
+            else:
+                yield from keyword_paths(value, keyword, f"{path}/{key}")
+
+
+@lru_cache(maxsize=128)
+def _compile(schema_json: str) -> tuple[str | None, str | None]:
+    import llguidance  # lazy: not needed to start the CLI
+
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json)
+    is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    if is_error:
+        return None, messages[0] if messages else "invalid schema"
+    return grammar, None
+
+
+def compile_schema(schema: dict[str, Any], param: str) -> str:
+    """The llguidance grammar for ``schema``; ``InvalidRequest`` naming what cannot be promised."""
+    cleaned = _strip_annotations(schema)
+    try:
+        grammar, error = _compile(json.dumps(cleaned, sort_keys=True))
+    except ValueError as exc:
+        raise InvalidRequest(f"invalid JSON schema: {exc}", param=param) from exc
+    if grammar is not None:
+        return grammar
+    assert error is not None
+    match = _UNIMPLEMENTED.search(error)
+    if match:
+        keyword = json.loads(f"[{match.group(1)}]")[0]
+        where = next(keyword_paths(cleaned, keyword), "#")
+        raise InvalidRequest(
+            f"JSON Schema keyword '{keyword}' at {where} is not supported",
+            param=param,
+            code="unsupported_value",
+        )
+    raise InvalidRequest(f"invalid JSON schema: {error}", param=param)
