@@ -15,6 +15,7 @@ import msgspec
 from litestar import get
 from litestar.handlers import HTTPRouteHandler
 
+from tinytitan.api.anthropic.protocol import MessagesRequest
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 from tinytitan.api.responses.protocol import CompactRequest, ResponsesRequest
 
@@ -37,6 +38,8 @@ BODY_ROUTES: list[BodyRoute] = [
     BodyRoute("/v1/chat/completions", ChatCompletionRequest, "Create a chat completion (JSON or SSE)"),
     BodyRoute("/v1/responses", ResponsesRequest, "Create a response (JSON or SSE)"),
     BodyRoute("/v1/responses/compact", CompactRequest, "Compact a conversation"),
+    BodyRoute("/v1/messages", MessagesRequest, "Create a message (JSON or SSE)", anthropic=True),
+    BodyRoute("/v1/messages/count_tokens", MessagesRequest, "Count a request's input tokens", anthropic=True),
 ]
 
 _OPENAI_ERROR = {

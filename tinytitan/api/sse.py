@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ _ANTHROPIC_PING = SSE({"type": "ping"}, event="ping")
 
 
 async def _with_keepalive(
-    events: AsyncIterator[SSE], ping: ServerSentEventMessage, interval: float
+    events: AsyncIterator[SSE], ping: ServerSentEventMessage, interval: float, on_close: Callable[[], None] | None
 ) -> AsyncIterator[ServerSentEventMessage]:
     iterator = aiter(events)
     pending: asyncio.Task[SSE] | None = None
@@ -67,6 +67,8 @@ async def _with_keepalive(
         if aclose is not None:
             with contextlib.suppress(BaseException):
                 await aclose()
+        if on_close is not None:
+            on_close()  # e.g. Job.close: frees the slot even if the encoder never reached the engine
 
 
 class _EventStream(ServerSentEvent):
@@ -78,9 +80,16 @@ class _EventStream(ServerSentEvent):
 
 
 def sse_response(
-    events: AsyncIterator[SSE], request: Request[Any, Any, Any], *, anthropic: bool = False
+    events: AsyncIterator[SSE],
+    request: Request[Any, Any, Any],
+    *,
+    anthropic: bool = False,
+    on_close: Callable[[], None] | None = None,
 ) -> ServerSentEvent:
-    """Frame ``events`` as SSE with the protocol's keepalive (interval from the app's settings)."""
+    """Frame ``events`` as SSE with the protocol's keepalive (interval from the app's settings).
+
+    ``on_close`` runs when the stream ends for any reason (done, failed, client gone).
+    """
     interval = float(request.app.state.get("keepalive_seconds", KEEPALIVE_SECONDS))
     ping = _ANTHROPIC_PING.message() if anthropic else _OPENAI_PING
-    return _EventStream(_with_keepalive(events, ping, interval))
+    return _EventStream(_with_keepalive(events, ping, interval, on_close))

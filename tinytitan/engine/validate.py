@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.output_format import parse_output_format
 from tinytitan.engine.reasoning import resolve_level
 from tinytitan.engine.request import (
@@ -25,11 +26,9 @@ from tinytitan.engine.request import (
     ValidatedRequest,
 )
 
-__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "schema_depth", "validate"]
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "validate"]
 
 MAX_MESSAGES = 1000
-MAX_TOOLS = 512
-MAX_SCHEMA_DEPTH = 64  # nesting of objects/arrays in a tool's parameters or a response_format schema
 MAX_STOP = 4
 MAX_STOP_BYTES = 256
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -43,8 +42,6 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
     tools = _check_tools(request)
     tool_choice, forced = _check_tool_choice(request, tools, model)
     output_format = parse_output_format(request.response_format, request.params.response_format)
-    if output_format is not None and output_format.schema is not None:
-        _check_depth(output_format.schema, f"{request.params.response_format}.json_schema.schema")
     resolution = resolve_level(
         request.reasoning,
         model.reasoning_levels,
@@ -236,36 +233,8 @@ def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
                 code="invalid_tool_schema",
             )
         if schema is not None:
-            _check_depth(schema, f"{where}.{request.params.tool_prefix}{request.params.tool_schema}")
+            check_schema_depth(schema, f"{where}.{request.params.tool_prefix}{request.params.tool_schema}")
     return request.tools
-
-
-def schema_depth(value: Any) -> int:
-    """Nesting depth of JSON containers (``{}`` is 1), walked without recursion."""
-    depth = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list | tuple):
-            children = node
-        else:
-            continue
-        depth = max(depth, level)
-        if depth > MAX_SCHEMA_DEPTH:
-            break
-        stack.extend((child, level + 1) for child in children)
-    return depth
-
-
-def _check_depth(schema: Any, param: str) -> None:
-    if schema_depth(schema) > MAX_SCHEMA_DEPTH:
-        raise InvalidRequest(
-            f"the JSON schema is nested more than {MAX_SCHEMA_DEPTH} levels deep",
-            param=param,
-            code="value_too_large",
-        )
 
 
 def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo) -> tuple[str, str | None]:
