@@ -61,17 +61,16 @@ def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:  # a request head is (still) arriving
+                pending = self.conn.trailing_data[0] + data
+                end = pending.find(b"\r\n\r\n")
+                if (len(pending) if end < 0 else end + 4) > header_limit:
+                    self._refuse(HeadersTooLarge(f"request headers exceed {header_limit} bytes"), pending)
+                    return
             super().data_received(data)
-            if self.transport.is_closing():
-                self._disarm_head_timer()
-                return
-            if self.conn.their_state is not h11.IDLE:
-                self._disarm_head_timer()  # a whole head arrived: the request is under way
-                return
-            pending = self.conn.trailing_data[0]
-            if len(pending) > header_limit:
-                self._refuse(HeadersTooLarge(f"request headers exceed {header_limit} bytes"), pending)
-            elif pending:
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                self._disarm_head_timer()  # closed, or a whole head arrived: the request is under way
+            elif self.conn.trailing_data[0]:
                 self._arm_head_timer()  # the next head on a kept-alive connection has begun
 
         def _arm_head_timer(self) -> None:
@@ -94,6 +93,7 @@ def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:
 
         def _refuse(self, exc: TinyTitanError, head: bytes) -> None:
             self._disarm_head_timer()
+            self._unset_keepalive_if_required()
             self.logger.warning("refused a connection: %s", exc.message)
             self.transport.write(_refusal(exc, head))
             self.transport.close()
