@@ -96,7 +96,7 @@ def test_echoed_values_nested_near_the_limit_do_not_hold_the_slot(server: LiveSe
     """Was a 500 AND a held slot: the Responses encoder deep-copies the echoed request (RecursionError
     after the job was admitted), and the abandoned event stream kept the slot until a GC ran."""
     item = '{"type":"message","role":"user","content":"hi","extra":' + nest(495) + "}"
-    body = '{"model":"stub-model","stream":%s,"input":[%s]}' % (json.dumps(stream), item)
+    body = '{"model":"stub-model","stream":' + json.dumps(stream) + ',"input":[' + item + "]}"
     for _ in range(6):  # more than slots + queue: a leaked slot per request would turn into 429s
         r = post(server, "/responses", body)
         assert r.status_code < 500

@@ -18,7 +18,17 @@ from typing import Any
 
 import httpx
 
-__all__ = ["FuzzReport", "envelope_problem", "fuzz"]
+__all__ = ["FUZZ_SCRIPT", "FuzzReport", "envelope_problem", "fuzz"]
+
+# ``raw`` model text: the stub then skips its own structured-output check (a random schema would
+# otherwise make the scripted reply a deliberate 500 "generation failed").
+FUZZ_SCRIPT: dict[str, Any] = {
+    "model": "stub-model",
+    "rules": [
+        {"when": {"last_role": "tool"}, "reply": {"raw": "done"}},
+        {"reply": {"raw": "<think>fuzz</think>hello from tinytitan"}},
+    ],
+}
 
 _ROLES = ["system", "developer", "user", "assistant", "tool"]
 
