@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
+from litestar.exceptions import InternalServerException
 
 from tinytitan.engine.errors import InvalidRequest
 
@@ -34,7 +35,11 @@ def decode_json(body: bytes, wire_type: type[T]) -> T:
 
 
 async def read_json(request: Request[Any, Any, Any], wire_type: type[T]) -> T:
-    return decode_json(await request.body(), wire_type)
+    try:
+        body = await request.body()
+    except InternalServerException as exc:  # Litestar's word for "the client left mid-body"
+        raise InvalidRequest("the client disconnected before sending the whole body", code="incomplete_body") from exc
+    return decode_json(body, wire_type)
 
 
 async def until_disconnect(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:

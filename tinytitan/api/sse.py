@@ -16,6 +16,7 @@ from typing import Any
 
 from litestar import Request
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.types import Receive, Scope, Send
 
 __all__ = ["KEEPALIVE_SECONDS", "SSE", "sse_response"]
 
@@ -39,7 +40,7 @@ _ANTHROPIC_PING = SSE({"type": "ping"}, event="ping")
 
 
 async def _with_keepalive(
-    events: AsyncIterator[SSE], ping: ServerSentEventMessage, interval: float, on_close: Callable[[], None] | None
+    events: AsyncIterator[SSE], ping: ServerSentEventMessage, interval: float
 ) -> AsyncIterator[ServerSentEventMessage]:
     iterator = aiter(events)
     pending: asyncio.Task[SSE] | None = None
@@ -67,16 +68,31 @@ async def _with_keepalive(
         if aclose is not None:
             with contextlib.suppress(BaseException):
                 await aclose()
-        if on_close is not None:
-            on_close()  # e.g. Job.close: frees the slot even if the encoder never reached the engine
 
 
 class _EventStream(ServerSentEvent):
-    """A route's default media type must not override ``text/event-stream``."""
+    """A route's default media type must not override ``text/event-stream``; ``on_close`` runs when
+    the ASGI response is over, however it ended — finished, failed, or cancelled because the client
+    left (even before the first chunk, when no generator ``finally`` would run)."""
+
+    def __init__(self, content: AsyncIterator[ServerSentEventMessage], on_close: Callable[[], None] | None) -> None:
+        super().__init__(content)
+        self._on_close = on_close
 
     def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["media_type"] = "text/event-stream"
-        return super().to_asgi_response(*args, **kwargs)
+        response = super().to_asgi_response(*args, **kwargs)
+        on_close = self._on_close
+        if on_close is None:
+            return response
+
+        async def respond(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                await response(scope, receive, send)
+            finally:
+                on_close()
+
+        return respond
 
 
 def sse_response(
@@ -92,4 +108,4 @@ def sse_response(
     """
     interval = float(request.app.state.get("keepalive_seconds", KEEPALIVE_SECONDS))
     ping = _ANTHROPIC_PING.message() if anthropic else _OPENAI_PING
-    return _EventStream(_with_keepalive(events, ping, interval, on_close))
+    return _EventStream(_with_keepalive(events, ping, interval), on_close)
