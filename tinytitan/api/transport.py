@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from typing import Any
 
 import h11
@@ -34,7 +35,8 @@ def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
     """A complete ``connection: close`` response in the envelope of the path on the request line."""
     target = head.split(b"\r\n", 1)[0].split(b" ")
     anthropic = len(target) > 1 and target[1].startswith(b"/v1/messages")
-    status, body, _ = error_payload(exc, anthropic=anthropic, request_id="req_" + "0" * 32)
+    request_id = "req_" + secrets.token_hex(16)
+    status, body, _ = error_payload(exc, anthropic=anthropic, request_id=request_id)
     raw = json.dumps(body).encode()
     lines = [
         b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error")),
@@ -42,6 +44,7 @@ def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
         b"content-length: %d" % len(raw),
         b"openai-version: 2020-10-01",
         b"connection: close",
+        *([b"request-id: " + request_id.encode()] if anthropic else []),
     ]
     return b"\r\n".join(lines) + b"\r\n\r\n" + raw
 
