@@ -13,6 +13,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "SettingsError", "is_loop
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8096
 BODY_LIMIT = 32 * 1024 * 1024
+HEADER_LIMIT = 64 * 1024  # request line + headers
 
 
 class SettingsError(ValueError):
@@ -42,6 +43,9 @@ class Settings:
     stub: str | None = None
     log_level: str = "info"
     body_limit: int = BODY_LIMIT
+    header_limit: int = HEADER_LIMIT  # a bigger request head → 431
+    header_timeout: float = 10.0  # seconds to send a whole request head (slow loris) → 408 + close
+    keep_alive_timeout: int = 30  # idle seconds before a kept-alive connection closes
     prompt_cache_entries: int = 4
     prompt_cache_mib: int = 2048
     dtype: str = "auto"

@@ -16,6 +16,7 @@ from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
+from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
@@ -47,6 +48,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
 
     handlers: list[Any] = [
         health, health_head, ModelsController, ChatCompletionsController, ResponsesController, MessagesController,
+        openapi_route(),
     ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)

@@ -108,6 +108,10 @@ def _from_litestar(exc: Exception) -> TinyTitanError:
             return UnsupportedMediaType("content-type must be application/json")
         if 400 <= status < 500:
             return InvalidRequest(str(exc.detail), code="invalid_request")
+    if isinstance(exc, RecursionError):
+        # a client JSON value nested deeper than an encoder or copier can walk (it decoded, barely)
+        log.warning("request refused: %s", exc)
+        return InvalidRequest("malformed JSON request: nested too deeply", code="invalid_json")
     log.error("unhandled error", exc_info=exc)
     return GenerationFailed("internal error")
 

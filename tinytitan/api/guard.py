@@ -3,8 +3,8 @@
 - assigns the request id (``req_<32hex>``) and stamps ``openai-version`` on every response and
   ``request-id`` on Anthropic ones;
 - the DNS-rebinding guard: a ``Host`` that is not loopback or the configured host → 403;
-- the Origin rule: a non-loopback ``Origin`` → 403 unless listed with ``--cors-origin`` (then CORS
-  headers are sent, and preflights answered);
+- the Origin rule: a non-loopback ``Origin`` (``null`` included) → 403 unless listed with
+  ``--cors-origin`` (then CORS headers are sent, and preflights answered);
 - the optional API key: with ``--api-key`` every route but ``/health`` needs it → 401;
 - POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed).
 """
@@ -56,7 +56,8 @@ def _check(scope: Scope, headers: dict[str, str], config: GuardConfig) -> str | 
         raise Forbidden("host not allowed")
     origin = headers.get("origin")
     cors: str | None = None
-    if origin is not None and origin != "null" and not _LOOPBACK_ORIGIN.match(origin):
+    # "null" is what sandboxed iframes, data: and file: pages send: a web page all the same
+    if origin is not None and not _LOOPBACK_ORIGIN.match(origin):
         if origin.rstrip("/") not in config.cors_origins:
             raise Forbidden("origin not allowed; start the server with --cors-origin to allow it")
         cors = origin

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request
+from litestar.exceptions import InternalServerException
 
 from tinytitan.engine.errors import InvalidRequest
 
@@ -19,7 +20,7 @@ _PATH = re.compile(r"- at `\$\.?(.*)`$")
 
 
 def decode_json(body: bytes, wire_type: type[T]) -> T:
-    """Decode ``body`` as ``wire_type``; a malformed body or a wrong-typed field → 400 ``invalid_json``."""
+    """Decode ``body`` as ``wire_type``; a malformed, wrong-typed or too deeply nested body → 400 ``invalid_json``."""
     try:
         return msgspec.json.decode(body, type=wire_type)
     except msgspec.ValidationError as exc:
@@ -29,10 +30,16 @@ def decode_json(body: bytes, wire_type: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON request: {detail}", param=param, code="invalid_json") from exc
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON request: {exc}", code="invalid_json") from exc
+    except RecursionError as exc:  # msgspec's nesting limit (the interpreter's recursion limit)
+        raise InvalidRequest("malformed JSON request: nested too deeply", code="invalid_json") from exc
 
 
 async def read_json(request: Request[Any, Any, Any], wire_type: type[T]) -> T:
-    return decode_json(await request.body(), wire_type)
+    try:
+        body = await request.body()
+    except InternalServerException as exc:  # Litestar's word for "the client left mid-body"
+        raise InvalidRequest("the client disconnected before sending the whole body", code="incomplete_body") from exc
+    return decode_json(body, wire_type)
 
 
 async def until_disconnect(request: Request[Any, Any, Any], work: Awaitable[T]) -> T:

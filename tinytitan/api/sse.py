@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.types import Receive, Scope, Send
 
 __all__ = ["KEEPALIVE_SECONDS", "SSE", "sse_response"]
 
@@ -70,17 +71,41 @@ async def _with_keepalive(
 
 
 class _EventStream(ServerSentEvent):
-    """A route's default media type must not override ``text/event-stream``."""
+    """A route's default media type must not override ``text/event-stream``; ``on_close`` runs when
+    the ASGI response is over, however it ended — finished, failed, or cancelled because the client
+    left (even before the first chunk, when no generator ``finally`` would run)."""
+
+    def __init__(self, content: AsyncIterator[ServerSentEventMessage], on_close: Callable[[], None] | None) -> None:
+        super().__init__(content)
+        self._on_close = on_close
 
     def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["media_type"] = "text/event-stream"
-        return super().to_asgi_response(*args, **kwargs)
+        response = super().to_asgi_response(*args, **kwargs)
+        on_close = self._on_close
+        if on_close is None:
+            return response
+
+        async def respond(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                await response(scope, receive, send)
+            finally:
+                on_close()
+
+        return respond
 
 
 def sse_response(
-    events: AsyncIterator[SSE], request: Request[Any, Any, Any], *, anthropic: bool = False
+    events: AsyncIterator[SSE],
+    request: Request[Any, Any, Any],
+    *,
+    anthropic: bool = False,
+    on_close: Callable[[], None] | None = None,
 ) -> ServerSentEvent:
-    """Frame ``events`` as SSE with the protocol's keepalive (interval from the app's settings)."""
+    """Frame ``events`` as SSE with the protocol's keepalive (interval from the app's settings).
+
+    ``on_close`` runs when the stream ends for any reason (done, failed, client gone).
+    """
     interval = float(request.app.state.get("keepalive_seconds", KEEPALIVE_SECONDS))
     ping = _ANTHROPIC_PING.message() if anthropic else _OPENAI_PING
-    return _EventStream(_with_keepalive(events, ping, interval))
+    return _EventStream(_with_keepalive(events, ping, interval), on_close)

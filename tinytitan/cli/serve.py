@@ -116,6 +116,7 @@ def run_server(settings: Settings) -> None:
     import uvicorn
 
     from tinytitan.api.app import create_app
+    from tinytitan.api.transport import uvicorn_options
     from tinytitan.engine.backends.stub import ScriptError
     from tinytitan.engine.service import Engine
 
@@ -137,6 +138,6 @@ def run_server(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_keep_alive=30,
         timeout_graceful_shutdown=5,
+        **uvicorn_options(settings),
     )

@@ -13,8 +13,10 @@ the ``status`` hint carried here.
     ├── NotFound              404  a stored object or a route
     │   └── UnknownModel      404  a model name this server does not serve
     ├── MethodNotAllowed      405
+    ├── RequestTimeout        408  the request head was not received in time (slow loris)
     ├── RequestTooLarge       413
     ├── UnsupportedMediaType  415
+    ├── HeadersTooLarge       431  the request head is over the header limit
     ├── QueueFull             429 (OpenAI) / 529 (Anthropic), with Retry-After
     ├── GenerationFailed      500  the decoder raised; details only in the server log
     └── Unsupported           501  the backend cannot do this (count_tokens without a tokenizer)
@@ -27,10 +29,12 @@ __all__ = [
     "ContextLengthExceeded",
     "Forbidden",
     "GenerationFailed",
+    "HeadersTooLarge",
     "InvalidRequest",
     "MethodNotAllowed",
     "NotFound",
     "QueueFull",
+    "RequestTimeout",
     "RequestTooLarge",
     "TinyTitanError",
     "UnknownModel",
@@ -90,6 +94,11 @@ class MethodNotAllowed(TinyTitanError):
     code = "method_not_allowed"
 
 
+class RequestTimeout(TinyTitanError):
+    status = 408
+    code = "request_timeout"
+
+
 class RequestTooLarge(TinyTitanError):
     status = 413
     code = "request_too_large"
@@ -98,6 +107,11 @@ class RequestTooLarge(TinyTitanError):
 class UnsupportedMediaType(TinyTitanError):
     status = 415
     code = "unsupported_media_type"
+
+
+class HeadersTooLarge(TinyTitanError):
+    status = 431
+    code = "request_header_fields_too_large"
 
 
 class QueueFull(TinyTitanError):

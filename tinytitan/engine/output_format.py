@@ -10,6 +10,7 @@ from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, compile_schema
+from tinytitan.engine.limits import check_schema_depth
 from tinytitan.engine.request import OutputFormat
 
 __all__ = ["parse_output_format"]
@@ -35,6 +36,7 @@ def parse_output_format(raw: Any, param: str = "response_format") -> OutputForma
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
             raise InvalidRequest("json_schema requires json_schema.schema", param=schema_param)
+        check_schema_depth(schema, schema_param)  # before the compiler walks it
         name = spec.get("name") if isinstance(spec.get("name"), str) else None
         return OutputFormat("json_schema", schema=schema, name=name, grammar=compile_schema(schema, schema_param))
     raise InvalidRequest(

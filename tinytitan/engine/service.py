@@ -12,6 +12,7 @@ client that went away) cancels the generation within a token and frees the slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -131,38 +132,48 @@ class Job:
         self.max_new = max_new
         self.ticket = ticket
         self.cancel = threading.Event()
+        self._worker: asyncio.Future[Any] | None = None
 
     def close(self) -> None:
-        """Give up the place without generating (the client left before the stream began)."""
+        """Stop and give up the slot — safe at any moment, any number of times.
+
+        Protocol code calls this on every way out (an encoder that raised, a stream that never
+        started, a client that left) so a job can never hold the slot after its request is over.
+        """
         self.cancel.set()
-        self.ticket.release()
+        worker = self._worker
+        if worker is None or worker.done():
+            self.ticket.release()
+        else:
+            # the worker checks `cancel` every token: the slot frees the moment it stops
+            worker.add_done_callback(lambda _f: self.ticket.release())
 
     async def collect(self) -> Completion:
         reasoning: list[str] = []
         text: list[str] = []
         calls: list[ToolCall] = []
         finished = Finished("stop")
-        async for event in self.events():
-            if isinstance(event, ReasoningDelta):
-                reasoning.append(event.text)
-            elif isinstance(event, TextDelta):
-                text.append(event.text)
-            elif isinstance(event, ToolCall):
-                calls.append(event)
-            else:
-                finished = event
+        async with contextlib.aclosing(self.events()) as events:
+            async for event in events:
+                if isinstance(event, ReasoningDelta):
+                    reasoning.append(event.text)
+                elif isinstance(event, TextDelta):
+                    text.append(event.text)
+                elif isinstance(event, ToolCall):
+                    calls.append(event)
+                else:
+                    finished = event
         return Completion("".join(reasoning), "".join(text), calls, finished)
 
     async def events(self) -> AsyncIterator[Event]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        worker: asyncio.Future[Any] | None = None
         try:
             await self.ticket.wait()
             def emit(item: Any) -> None:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
-            worker = self.engine.run_worker(lambda: self._work(emit))
+            self._worker = self.engine.run_worker(lambda: self._work(emit))
             while True:
                 item = await queue.get()
                 if item is _DONE:
@@ -171,12 +182,7 @@ class Job:
                     raise item
                 yield item
         finally:
-            self.cancel.set()
-            if worker is None or worker.done():
-                self.ticket.release()
-            else:
-                # the worker checks `cancel` every token: the slot frees the moment it stops
-                worker.add_done_callback(lambda _f: self.ticket.release())
+            self.close()
 
     # runs on the generation thread
     def _work(self, emit: Callable[[Any], None]) -> None:

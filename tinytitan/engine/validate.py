@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.output_format import parse_output_format
 from tinytitan.engine.reasoning import resolve_level
 from tinytitan.engine.request import (
@@ -25,7 +26,7 @@ from tinytitan.engine.request import (
     ValidatedRequest,
 )
 
-__all__ = ["MAX_MESSAGES", "validate"]
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "validate"]
 
 MAX_MESSAGES = 1000
 MAX_STOP = 4
@@ -186,7 +187,7 @@ def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) ->
                                  code="invalid_tool_call")
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             args = None
         if not isinstance(args, dict):
             raise InvalidRequest(
@@ -199,6 +200,10 @@ def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) ->
 
 def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
     name = request.params.tools
+    if len(request.tools) > MAX_TOOLS:
+        raise InvalidRequest(
+            f"at most {MAX_TOOLS} tools are allowed, got {len(request.tools)}", param=name, code="value_too_large"
+        )
     seen: set[str] = set()
     for i, tool in enumerate(request.tools):
         where = f"{name}[{i}]"
@@ -227,6 +232,8 @@ def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
                 param=f"{where}.{request.params.tool_prefix}{request.params.tool_schema}",
                 code="invalid_tool_schema",
             )
+        if schema is not None:
+            check_schema_depth(schema, f"{where}.{request.params.tool_prefix}{request.params.tool_schema}")
     return request.tools
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 
 from tinytitan.api.app import create_app
+from tinytitan.api.transport import uvicorn_options
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -25,10 +26,20 @@ class LiveServer:
     url: str  # http://127.0.0.1:PORT
     port: int
     engine: Engine
+    loop: asyncio.AbstractEventLoop | None = None  # the server's event loop (its own thread)
 
     @property
     def v1(self) -> str:
         return self.url + "/v1"
+
+    def task_count(self) -> int:
+        """Tasks alive on the server's loop (a leak check: compare before and after)."""
+        assert self.loop is not None
+
+        async def count() -> int:
+            return len(asyncio.all_tasks())
+
+        return asyncio.run_coroutine_threadsafe(count(), self.loop).result(timeout=10) - 1  # not this one
 
     @property
     def recorded(self) -> list[dict[str, Any]]:
@@ -45,16 +56,23 @@ def live_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(engine, settings), log_level="warning", lifespan="on", timeout_keep_alive=5)
+    app = create_app(engine, settings)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", **uvicorn_options(settings))
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def run() -> None:
+        loops.append(asyncio.get_running_loop())
+        await server.serve(sockets=[sock])
+
+    thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
     thread.start()
     while not server.started:
         if not thread.is_alive():
             raise RuntimeError("the test server failed to start")
         threading.Event().wait(0.01)
     try:
-        yield LiveServer(f"http://127.0.0.1:{port}", port, engine)
+        yield LiveServer(f"http://127.0.0.1:{port}", port, engine, loops[0])
     finally:
         server.should_exit = True
         thread.join(timeout=10)

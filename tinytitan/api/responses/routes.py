@@ -58,26 +58,30 @@ class ResponsesController(Controller):
             workspace=request.headers.get("x-tinytitan-workspace"),
         )
         job = await engine.prepare(chat)
-        keep = wire.store is not False
-        builder = OutputBuilder(
-            response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=keep)
-        )
+        try:
+            keep = wire.store is not False
+            builder = OutputBuilder(
+                response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=keep)
+            )
 
-        def remember(response: dict[str, Any]) -> None:
-            if keep and response["status"] in _STORED_STATUSES:
-                store.put(StoredResponse(response, current.items, [*history, *current.items]))
+            def remember(response: dict[str, Any]) -> None:
+                if keep and response["status"] in _STORED_STATUSES:
+                    store.put(StoredResponse(response, current.items, [*history, *current.items]))
 
-        if chat.stream:
+            if chat.stream:
 
-            async def frames() -> AsyncIterator[SSE]:
-                async for event in encode_stream(job.events(), builder):
-                    if event["type"] in ("response.completed", "response.incomplete"):
-                        remember(builder.response)
-                    yield SSE(event, event=event["type"])
+                async def frames() -> AsyncIterator[SSE]:
+                    async for event in encode_stream(job.events(), builder):
+                        if event["type"] in ("response.completed", "response.incomplete"):
+                            remember(builder.response)
+                        yield SSE(event, event=event["type"])
 
-            return sse_response(frames(), request)
-        response = await until_disconnect(request, collect_response(job.events(), builder))
-        remember(response)
+                return sse_response(frames(), request, on_close=job.close)
+            response = await until_disconnect(request, collect_response(job.events(), builder))
+            remember(response)
+        except BaseException:
+            job.close()  # never leave the slot held by a request that is over
+            raise
         return Response(response)
 
     @post("/compact", status_code=200)

@@ -1,0 +1,95 @@
+"""``tinytitan serve --stub`` in a child process (for fuzzing, load and disconnect checks).
+
+Unlike ``live_server`` (a thread in the test process) this is the real CLI entry point, so a crash
+shows as a dead process and its memory can be measured on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["ServerProcess", "free_port", "serve_stub_process"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the server process (from /proc; psutil elsewhere)."""
+        status = Path(f"/proc/{self.process.pid}/status")
+        if status.exists():
+            for line in status.read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        import psutil  # not Linux: fall back to psutil
+
+        return int(psutil.Process(self.process.pid).memory_info().rss)
+
+
+@contextmanager
+def serve_stub_process(
+    stub_script: dict[str, Any], *args: str, startup_timeout: float = 30.0, log_level: str = "warning"
+) -> Iterator[ServerProcess]:
+    """Run ``python -m tinytitan serve --stub SCRIPT --port P ARGS…`` and wait for ``/health``."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "script.json"
+        path.write_text(json.dumps(stub_script))
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        cmd = [sys.executable, "-m", "tinytitan", "serve", "--stub", str(path), "--port", str(port),
+               "--log-level", log_level, *args]
+        process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL)
+        server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while True:
+                if not server.alive:
+                    raise RuntimeError(f"the server exited with {process.returncode} while starting")
+                try:
+                    if httpx.get(server.url + "/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the server did not start in time")
+                time.sleep(0.05)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
