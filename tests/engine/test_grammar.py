@@ -57,3 +57,47 @@ def test_property_named_like_a_keyword_is_not_a_keyword() -> None:
     schema = {"type": "object", "properties": {"not": {"type": "string"}}}
     assert compile_schema(schema, P)
     assert list(keyword_paths(schema, "not")) == []
+
+
+# -- grammars for the decoder (issue #6) ------------------------------------------------------------
+
+
+def test_annotation_named_properties_are_kept() -> None:
+    from tinytitan.engine.grammar import clean_schema
+
+    schema = {"type": "object", "title": "t", "properties": {"title": {"type": "string"}, "x-id": {"type": "integer"}}}
+    assert clean_schema(schema) == {"type": "object",
+                                    "properties": {"title": {"type": "string"}, "x-id": {"type": "integer"}}}
+
+
+def test_tool_call_grammar_accepts_only_a_valid_call() -> None:
+    import llguidance
+
+    from tinytitan.engine.grammar import tool_call_grammar
+
+    schema = {"type": "object", "$defs": {"d": {"type": "integer", "minimum": 1, "maximum": 5}},
+              "properties": {"a": {"$ref": "#/$defs/d"}}, "required": ["a"], "additionalProperties": False}
+    grammar = tool_call_grammar([("f", schema), ("g", None)], '"<tool_call>"', '"</tool_call>"')
+    tok = llguidance.LLTokenizer("byte")
+
+    def accepts(text: str) -> bool:
+        matcher = llguidance.LLMatcher(tok, grammar)
+        return matcher.consume_tokens(tok.tokenize_str(text)) and matcher.is_accepting()
+
+    assert accepts('<tool_call>\n{"name": "f", "arguments": {"a": 3}}\n</tool_call>')
+    assert accepts('<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call>')
+    assert not accepts('<tool_call>\n{"name": "f", "arguments": {"a": 9}}\n</tool_call>')  # $ref bound
+    assert not accepts('<tool_call>\n{"name": "h", "arguments": {}}\n</tool_call>')
+    assert not accepts('<tool_call>\n{ "name": "g", "arguments": {}}\n</tool_call>')  # compact JSON only
+
+
+def test_schema_grammar_with_a_closed_thought_prefix() -> None:
+    import llguidance
+
+    from tinytitan.engine.grammar import schema_grammar
+
+    grammar = schema_grammar({"type": "object", "properties": {"n": {"enum": [1, 2]}}, "required": ["n"]},
+                             '"</think>" "\\n\\n"')
+    tok = llguidance.LLTokenizer("byte")
+    matcher = llguidance.LLMatcher(tok, grammar)
+    assert matcher.consume_tokens(tok.tokenize_str('</think>\n\n{"n": 2}')) and matcher.is_accepting()

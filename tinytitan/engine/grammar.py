@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
 
-__all__ = ["ANNOTATIONS", "JSON_OBJECT_SCHEMA", "compile_schema", "keyword_paths"]
+__all__ = [
+    "ANNOTATIONS",
+    "DEFAULT_TOOL_SCHEMA",
+    "JSON_OBJECT_SCHEMA",
+    "clean_schema",
+    "compile_lark",
+    "compile_schema",
+    "keyword_paths",
+    "lark_literal",
+    "schema_grammar",
+    "tool_call_grammar",
+]
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+# compact JSON: no free whitespace, so a document cannot stall in indentation (random weights do)
+JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+DEFAULT_TOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated", "readOnly",
     "writeOnly",
@@ -30,14 +44,28 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "co
                "unevaluatedProperties", "unevaluatedItems", "additionalItems")
 
 
+def clean_schema(schema: Any) -> Any:
+    """``schema`` without annotations: what the engine is handed."""
+    return _strip_annotations(schema)
+
+
 def _strip_annotations(schema: Any) -> Any:
-    """Annotations (and ``x-*`` extensions) are ignored, whatever the engine thinks of them."""
+    """Annotations (and ``x-*`` extensions) are ignored, whatever the engine thinks of them.
+
+    Only keywords are stripped: a property (or ``$defs`` entry) named ``title`` or ``x-id`` stays.
+    """
     if isinstance(schema, dict):
-        return {
-            k: (_strip_annotations(v) if k not in ("enum", "const") else v)
-            for k, v in schema.items()
-            if k not in ANNOTATIONS and not k.startswith("x-")
-        }
+        out: dict[str, Any] = {}
+        for k, v in schema.items():
+            if k in ANNOTATIONS or k.startswith("x-"):
+                continue
+            if k in ("enum", "const"):
+                out[k] = v
+            elif k in _SCHEMA_MAPS and isinstance(v, dict):
+                out[k] = {name: _strip_annotations(sub) for name, sub in v.items()}
+            else:
+                out[k] = _strip_annotations(v)
+        return out
     if isinstance(schema, list):
         return [_strip_annotations(v) for v in schema]
     return schema
@@ -68,7 +96,7 @@ def keyword_paths(schema: Any, keyword: str, path: str = "#") -> Iterator[str]:
 def _compile(schema_json: str) -> tuple[str | None, str | None]:
     import llguidance  # lazy: not needed to start the CLI
 
-    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json)
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, overrides=JSON_OPTIONS)  # type: ignore[arg-type]
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:
         return None, messages[0] if messages else "invalid schema"
@@ -95,3 +123,79 @@ def compile_schema(schema: dict[str, Any], param: str) -> str:
             code="unsupported_value",
         )
     raise InvalidRequest(f"invalid JSON schema: {error}", param=param)
+
+
+# -- grammars the decoder masks with -------------------------------------------------------------
+# A marker (``<tool_call>``, ``</think>``) is a Lark expression: a quoted literal, or ``<[id]>`` when
+# the tokenizer holds it as one special token (llguidance never matches those from plain bytes).
+
+
+def lark_literal(text: str) -> str:
+    """``text`` as a Lark string literal."""
+    return json.dumps(text)
+
+
+def _rebase_refs(schema: Any, base: str) -> Any:
+    """Local ``$ref``s re-rooted under ``base`` (the schema is embedded in a larger one)."""
+    if isinstance(schema, dict):
+        out = {}
+        for k, v in schema.items():
+            if k == "$ref" and isinstance(v, str) and v.startswith("#"):
+                out[k] = base + v[1:]
+            elif k in ("enum", "const"):
+                out[k] = v
+            else:
+                out[k] = _rebase_refs(v, base)
+        return out
+    if isinstance(schema, list):
+        return [_rebase_refs(v, base) for v in schema]
+    return schema
+
+
+@lru_cache(maxsize=128)
+def compile_lark(lark: str) -> str:
+    """The llguidance grammar for a Lark source; ``ValueError`` when llguidance rejects it."""
+    import llguidance
+
+    grammar = llguidance.LLMatcher.grammar_from_lark(lark)
+    is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    if is_error:
+        raise ValueError(messages[0] if messages else "invalid grammar")
+    return grammar
+
+
+def schema_grammar(schema: dict[str, Any], prefix: str | None = None) -> str:
+    """A JSON document matching ``schema``, after the Lark expression ``prefix`` (e.g. a closed thought)."""
+    body = json.dumps({**clean_schema(schema), "x-guidance": JSON_OPTIONS}, sort_keys=True)
+    head = f"{prefix} " if prefix else ""
+    return compile_lark(f"start: {head}doc\ndoc: %json {body}\n")
+
+
+def tool_call_grammar(
+    tools: Sequence[tuple[str, dict[str, Any] | None]],
+    start: str,
+    end: str,
+    prefix: str | None = None,
+) -> str:
+    """Exactly one call, in the Qwen / Hermes JSON syntax, of one of ``tools`` (name, parameters).
+
+    ``start`` / ``end`` are the call markers as Lark expressions; the arguments must match the
+    tool's schema (its local ``$ref``s re-rooted, since it is embedded under ``arguments``).
+    """
+    if not tools:
+        raise ValueError("a forced tool call needs at least one tool")
+    rules: list[str] = []
+    for i, (name, parameters) in enumerate(tools):
+        arguments = _rebase_refs(clean_schema(parameters or DEFAULT_TOOL_SCHEMA), "#/properties/arguments")
+        wrapper = {
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": arguments},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+            "x-guidance": JSON_OPTIONS,
+        }
+        rules.append(f"call_{i}: %json {json.dumps(wrapper)}")
+    head = f"{prefix} " if prefix else ""
+    alternatives = " | ".join(f"call_{i}" for i in range(len(tools)))
+    lark = "\n".join([f'start: {head}{start} "\\n" call "\\n" {end}', f"call: {alternatives}", *rules, ""])
+    return compile_lark(lark)

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.grammar import DEFAULT_TOOL_SCHEMA, compile_schema
 from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.output_format import parse_output_format
 from tinytitan.engine.reasoning import resolve_level
@@ -47,7 +48,7 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
         model.reasoning_levels,
         model.default_reasoning,
         request_id=request.request_id,
-        force_off="structured output" if output_format is not None else None,
+        force_off=_force_off(output_format is not None, tool_choice),
     )
     return ValidatedRequest(
         request=request,
@@ -268,7 +269,26 @@ def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: Mod
         raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
     if forced is not None and forced not in {t.name for t in tools}:
         raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
+    _check_forced_schemas(request, tools, forced)
     return ("required" if forced is None else "function"), forced
+
+
+def _check_forced_schemas(request: ChatRequest, tools: tuple[Tool, ...], forced: str | None) -> None:
+    """A forced call's arguments are grammar-constrained: refuse, by name, what cannot be promised."""
+    p = request.params
+    for i, tool in enumerate(tools):
+        if forced is not None and tool.name != forced:
+            continue
+        compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, f"{p.tools}[{i}].{p.tool_prefix}{p.tool_schema}")
+
+
+def _force_off(structured: bool, tool_choice: str) -> str | None:
+    """Why thinking must be off: the grammar constrains every token from the first one."""
+    if structured:
+        return "structured output"
+    if tool_choice in ("required", "function"):
+        return "a forced tool call"
+    return None
 
 
 def _in_range(value: float | None, low: float, high: float, *, param: str, low_open: bool = False) -> None:

@@ -49,3 +49,30 @@ def test_recorded_request_says_which_reasoning_controls_were_sent() -> None:
     first, second = backend.recorded
     assert (first["reasoning_requested"], first["reasoning_level"]) == ({}, "low")
     assert (second["reasoning_requested"], second["reasoning_level"]) == ({"effort": "high"}, "high")
+
+
+@pytest.mark.parametrize(
+    ("calls", "choice", "ok"),
+    [
+        ([{"name": "a", "arguments": {"x": 1}}], "required", True),
+        ([{"name": "b", "arguments": {}}], {"type": "function", "function": {"name": "b"}}, True),
+        ([], "required", False),
+        ([{"name": "a", "arguments": {"x": 1}}], {"type": "function", "function": {"name": "b"}}, False),
+        ([{"name": "a", "arguments": {"x": "no"}}], "required", False),
+    ],
+)
+def test_stub_checks_a_forced_call(calls: list, choice: object, ok: bool) -> None:
+    from tinytitan.engine.request import Tool
+
+    backend = StubBackend(load_script({"forced_tool_calls": True,
+                                       "rules": [{"reply": {"text": "", "tool_calls": calls}}]}))
+    tools = (Tool("a", parameters={"type": "object", "properties": {"x": {"type": "integer"}}}), Tool("b"))
+    req = validate(ChatRequest(model="m", messages=(Message("user", "hi"),), tools=tools, tool_choice=choice),
+                   backend.info)
+    params = GenerationParams(req.sampling, 100, tool_choice=req.tool_choice, forced_tool=req.forced_tool)
+    run = lambda: list(backend.generate(req, backend.render(req), params, threading.Event(), GenerationStats()))  # noqa: E731
+    if ok:
+        assert run()
+    else:
+        with pytest.raises(GenerationFailed):
+            run()

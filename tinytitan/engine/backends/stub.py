@@ -201,6 +201,7 @@ class StubBackend(Backend):
             stats.cached_tokens = self._cached_prefix(list(prompt.tokens or []))
         reply = self._reply_for(request)
         _check_format(reply, params)
+        _check_forced(reply, params, request)
         tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
         size = max(1, int(reply.get("chunk_size", 1)))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
@@ -244,3 +245,34 @@ def _check_format(reply: dict[str, Any], params: GenerationParams) -> None:
         jsonschema.validate(doc, fmt.schema)
     except jsonschema.ValidationError as exc:
         raise GenerationFailed(f"stub script reply breaks the requested schema: {exc.message}") from None
+
+
+def _check_forced(reply: dict[str, Any], params: GenerationParams, request: ValidatedRequest) -> None:
+    """A forced tool call (``required`` / a named function) must be in a scripted reply.
+
+    The real engine constrains generation to one call of an allowed tool whose arguments match its
+    schema; the stub checks its script instead, so a script that would break that promise fails.
+    """
+    if params.tool_choice not in ("required", "function") or "raw" in reply:
+        return
+    calls = reply.get("tool_calls") or []
+    if not calls:
+        raise GenerationFailed(f"stub script reply has no tool call but tool_choice '{params.tool_choice}' forces one")
+    schemas = {t.name: t.parameters for t in request.tools}
+    for call in calls:
+        name = call.get("name")
+        if params.forced_tool is not None and name != params.forced_tool:
+            raise GenerationFailed(f"stub script reply calls '{name}' but tool_choice forces '{params.forced_tool}'")
+        if name not in schemas:
+            raise GenerationFailed(f"stub script reply calls '{name}', which is not among the request's tools")
+        schema = schemas[name]
+        if schema is None:
+            continue
+        try:
+            import jsonschema
+        except ImportError:
+            return
+        try:
+            jsonschema.validate(call.get("arguments", {}), schema)
+        except jsonschema.ValidationError as exc:
+            raise GenerationFailed(f"stub script call '{name}' breaks its tool's schema: {exc.message}") from None

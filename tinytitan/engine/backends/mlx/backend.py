@@ -32,6 +32,7 @@ from tinytitan.engine.backends.mlx.resolve import (
 from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler, seed_sampling
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
+    json_tool_calls,
     read_levels,
     read_template,
     template_messages,
@@ -77,7 +78,7 @@ class MlxBackend(Backend):
             defaults=sampling_defaults(read_json(path / "generation_config.json")),
             reasoning_levels=levels.levels,
             default_reasoning=levels.default,
-            forced_tool_calls=False,
+            forced_tool_calls=json_tool_calls(path, self.template),
         )
         self.dtype = dtype
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20)
@@ -85,6 +86,8 @@ class MlxBackend(Backend):
         self._model: Any = None
         self._tokenizer: Any = None
         self._tokenizer_lock = threading.Lock()
+        self._lltokenizer: Any = None
+        self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
 
     # -- facts ------------------------------------------------------------------------------------
     @property
@@ -103,6 +106,18 @@ class MlxBackend(Backend):
                 if self._tokenizer is None:
                     self._tokenizer = loading.load_tokenizer(self.source.path)
         return self._tokenizer
+
+    @property
+    def lltokenizer(self) -> Any:
+        """llguidance's view of the tokenizer, built once (it takes about a second)."""
+        if self._lltokenizer is None:
+            from tinytitan.engine.backends.mlx.constrain import make_lltokenizer
+
+            tw = self.tokenizer
+            with self._tokenizer_lock:
+                if self._lltokenizer is None:
+                    self._lltokenizer = make_lltokenizer(tw)
+        return self._lltokenizer
 
     @property  # type: ignore[override]
     def markers(self) -> Markers:
@@ -192,6 +207,10 @@ class MlxBackend(Backend):
             cache, reused = make_prompt_cache(self._model), 0
         stats.cached_tokens = reused
         seed_sampling(request.sampling)
+        processors = make_processors(request.sampling, tokens, reused)
+        self.last_mask = mask = self._grammar_mask(request, prompt, params)
+        if mask is not None:
+            processors.append(mask)  # last: penalties cannot re-open a masked token
 
         def progress(_done: int, _total: int) -> None:
             if cancel.is_set():
@@ -202,7 +221,7 @@ class MlxBackend(Backend):
             self._model,
             max_tokens=params.max_new,
             sampler=make_sampler(request.sampling),
-            logits_processors=make_processors(request.sampling, tokens, reused),
+            logits_processors=processors,
             prompt_cache=cache,
             prefill_step_size=PREFILL_STEP,
             prompt_progress_callback=progress,
@@ -243,6 +262,18 @@ class MlxBackend(Backend):
             steps.close()
             if keep:
                 self._remember(tokens + generated, cache, reused)
+
+    def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> Any:
+        """The llguidance mask for structured output or a forced tool call; None for free text."""
+        if params.output_format is None and params.tool_choice not in ("required", "function"):
+            return None
+        from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for
+
+        tw = self.tokenizer
+        grammar = grammar_for(request, params, prompt, self.lltokenizer, tw)
+        if grammar is None:
+            return None
+        return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)
 
     def _remember(self, sequence: list[int], cache: list[Any], reused: int) -> None:
         """Store the KV state with the tokens it holds (generate_step feeds each token it yields)."""

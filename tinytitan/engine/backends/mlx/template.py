@@ -24,6 +24,7 @@ __all__ = [
     "Levels",
     "detect_levels",
     "ends_in_open_thought",
+    "json_tool_calls",
     "read_levels",
     "read_template",
     "template_messages",
@@ -60,6 +61,28 @@ def read_template(path: Path) -> str:
         f"{path} has no chat template: expected {jinja.name} or a 'chat_template' entry in "
         f"{path / 'tokenizer_config.json'}"
     )
+
+
+# markers mlx-lm's tool-parser inference checks before it settles on the JSON one (json_tools)
+_OTHER_CALL_SYNTAX = (
+    "<minimax:tool_call>", "<|tool_call>", "<start_function_call>", "<longcat_tool_call>", "<arg_key>",
+    "<|tool_list_start|>", "<|tool_call_start|>", "<function=", "<|tool_calls_section_begin|>",
+    '<function name="', "[TOOL_CALLS]", "<atem:function_calls>",
+)
+
+
+def json_tool_calls(path: Path, template: str) -> bool:
+    """Whether the family calls tools as ``<tool_call>{"name", "arguments"}</tool_call>`` JSON.
+
+    Only that syntax can be forced (a grammar over it); read from the files, as mlx-lm's tokenizer
+    wrapper decides it (an explicit ``tool_parser_type``, else the template), without loading it.
+    """
+    declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
+    if declared is not None:
+        return declared == "json_tools"
+    if any(marker in template for marker in _OTHER_CALL_SYNTAX):
+        return False
+    return "<tool_call>" in template and "tool_call.name" in template
 
 
 def detect_levels(template: str) -> tuple[str, ...]:
