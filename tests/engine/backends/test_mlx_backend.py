@@ -186,3 +186,11 @@ def test_finished_is_last(engine: Engine) -> None:
     events = run(scenario())
     assert isinstance(events[-1], Finished)
     assert sum(isinstance(e, Finished) for e in events) == 1
+
+
+def test_count_text_uses_the_models_tokenizer(tiny_dir: Path) -> None:
+    backend = MlxBackend(str(tiny_dir))
+    text = "Compaction notes are measured with the model's own tokenizer: 12345."
+    assert backend.count_text(text) == len(backend.tokenizer.encode(text, add_special_tokens=False))
+    assert backend.count_text("") == 0
+    assert backend.count_text("hello") < backend.count_text("hello world, again and again")

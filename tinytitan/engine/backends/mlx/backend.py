@@ -166,6 +166,12 @@ class MlxBackend(Backend):
         return was
 
     # -- rendering --------------------------------------------------------------------------------
+    def count_text(self, text: str) -> int:
+        """Tokens ``text`` takes in this model's tokenizer, no template (compaction measures notes)."""
+        tokenizer = self.tokenizer  # loads it (under the lock) on first use
+        with self._tokenizer_lock:
+            return len(tokenizer.encode(text, add_special_tokens=False))
+
     def render(self, request: ValidatedRequest) -> Prompt:
         tw = self.tokenizer
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
