@@ -32,8 +32,6 @@ __all__ = [
     "usage_object",
 ]
 
-TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-
 
 def new_response_id() -> str:
     return "resp_" + secrets.token_hex(16)
