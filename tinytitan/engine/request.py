@@ -58,6 +58,7 @@ class Message:
     tool_calls: tuple[ToolCallSpec, ...] = ()
     tool_call_id: str | None = None
     reasoning: str | None = None  # thoughts a client sends back: accepted, never rendered
+    source: str | None = None  # where the client wrote it (e.g. "messages[3].content[1]"), when mapping moved it
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ class ParamNames:
     tools: str = "tools"
     tool_prefix: str = "function."  # where a tool's name and schema sit inside tools[i]
     tool_schema: str = "parameters"
+    tool_call_id: str = "tool_call_id"  # the field of a tool result naming the call it answers
     tool_choice: str = "tool_choice"
     temperature: str = "temperature"
     top_p: str = "top_p"

@@ -117,7 +117,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
     open_calls: dict[str, str] = {}  # id -> function name, awaiting a result
     seen_ids: set[str] = set()
     for i, message in enumerate(messages):
-        where = f"{name}[{i}]"
+        where = message.source or f"{name}[{i}]"
         role = message.role
         if role not in _ROLES:
             raise InvalidRequest(
@@ -151,7 +151,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
             if not call_id or call_id not in open_calls:
                 raise InvalidRequest(
                     f"tool message answers no earlier unresolved tool call (tool_call_id '{call_id or ''}')",
-                    param=f"{where}.tool_call_id",
+                    param=f"{where}.{request.params.tool_call_id}",
                     code="invalid_tool_result",
                 )
             turns.append(Turn("tool", text, tool_call_id=call_id, name=open_calls.pop(call_id)))

@@ -61,7 +61,7 @@ CASES: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("tool_result without an id", body([{"type": "tool_result", "content": "x"}]), 400,
      "invalid_request_error", "messages[0].content[0].tool_use_id: "),
     ("tool_result answering nothing", body([ORPHAN_RESULT]),
-     400, "invalid_request_error", "messages[0].tool_call_id: "),
+     400, "invalid_request_error", "messages[0].content[0].tool_use_id: "),
     ("bash tool", body(tools=[{"type": "bash_20250124", "name": "bash"}]), 400, "invalid_request_error",
      "tools[0].type: tools of type 'bash_20250124'"),
     ("text editor tool", body(tools=[WEATHER_TOOL, EDITOR]),
@@ -177,3 +177,19 @@ def test_accepted_fields(server: LiveServer, accepted: dict[str, Any]) -> None:
     response = httpx.post(server.url + "/v1/messages?beta=true", json=body(**accepted), timeout=30)
     assert response.status_code == 200, response.text
     assert response.json()["model"] == MODEL
+
+
+def test_errors_name_the_clients_own_message_index(server: LiveServer) -> None:
+    """Mapping merges user turns and splits tool results out; errors still point at the client's index."""
+    body = {
+        "model": MODEL, "max_tokens": 50,
+        "messages": [
+            {"role": "user", "content": "one"},
+            {"role": "user", "content": "two"},
+            {"role": "user", "content": [{"type": "text", "text": "three"},
+                                         {"type": "tool_result", "tool_use_id": "nope", "content": "r"}]},
+        ],
+    }
+    r = httpx.post(server.url + "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith("messages[2].content[1].tool_use_id: ")

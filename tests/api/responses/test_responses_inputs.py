@@ -11,6 +11,7 @@ from tinytitan.api.responses.inputs import chat_format, map_input, map_tools, to
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.compaction import encode_payload
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.testing.server import LiveServer
 
 from .support import MODEL
 
@@ -173,7 +174,7 @@ def test_other_payload_version_is_refused() -> None:
         ),
         (
             {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
-            "input[0].tool_call_id",
+            "input[0].call_id",
             "invalid_tool_result",
         ),
         ({"input": [{"foo": 1}]}, "input[0].type", "invalid_value"),
@@ -214,3 +215,13 @@ def test_wire_types_never_import_the_engine() -> None:
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert not any(name.startswith("tinytitan") for name in imported)
+
+
+def test_errors_name_the_input_item(server: LiveServer) -> None:
+    """A tool output answering nothing is named by its own input item and field."""
+    body = {"model": MODEL, "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call_output", "call_id": "call_missing", "output": "r"},
+    ]}
+    error = httpx.post(server.v1 + "/responses", json=body).json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_tool_result", "input[1].call_id")

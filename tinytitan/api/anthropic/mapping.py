@@ -42,6 +42,7 @@ MESSAGES_PARAMS = ParamNames(
     top_p="top_p",
     top_k="top_k",
     response_format="output_config.format",
+    tool_call_id="tool_use_id",
 )
 
 _BILLING = re.compile(r"^\s*x-anthropic-billing-header:[^\n]*\n?")
@@ -107,14 +108,15 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
             if not block.tool_use_id:
                 raise InvalidRequest("a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id",
                                      code="invalid_tool_result")
-            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id))
+            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id,
+                                   source=here))
         elif block.type == "tool_use":
             raise InvalidRequest("tool_use blocks are only allowed in assistant messages", param=here,
                                  code="invalid_tool_call")
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     if texts or not results:
-        results.append(Message("user", "\n\n".join(texts)))
+        results.append(Message("user", "\n\n".join(texts), source=where))
     return results
 
 
@@ -140,7 +142,7 @@ def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     reasoning = "".join(thoughts) or None  # accepted, never rendered
-    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning)
+    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning, source=where)
 
 
 def _append_merging_users(turns: list[Message], message: Message) -> None:
@@ -148,7 +150,8 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
     previous = turns[-1] if turns else None
     if message.role == "user" and previous is not None and previous.role == "user":
         texts = (previous.content, message.content)
-        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t))
+        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t),
+                            source=previous.source)
     else:
         turns.append(message)
 

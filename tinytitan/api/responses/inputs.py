@@ -64,6 +64,7 @@ PARAMS = ParamNames(
     top_k="top_k",
     seed="seed",
     response_format="text.format",
+    tool_call_id="call_id",
 )
 
 Resolver = Callable[[str], dict[str, Any] | None]
@@ -142,12 +143,12 @@ def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
-def _add_call(mapped: MappedInput, call: ToolCallSpec) -> None:
+def _add_call(mapped: MappedInput, call: ToolCallSpec, where: str) -> None:
     last = mapped.messages[-1] if mapped.messages else None
     if last is not None and last.role == "assistant":
         mapped.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
     else:
-        mapped.messages.append(Message("assistant", "", tool_calls=(call,)))
+        mapped.messages.append(Message("assistant", "", tool_calls=(call,), source=where))
 
 
 def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
@@ -180,17 +181,17 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
             if text:
                 mapped.guidance.append(text)
         else:
-            mapped.messages.append(Message(role, text))
+            mapped.messages.append(Message(role, text, source=where))
     elif kind == "function_call":
         arguments = item.get("arguments", "")
         if not isinstance(arguments, str):
             raise InvalidRequest("arguments must be a JSON string", param=f"{where}.arguments")
         namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
         call_id = _string(item, "call_id", where)
-        _add_call(mapped, ToolCallSpec(call_id, _string(item, "name", where), arguments, namespace))
+        _add_call(mapped, ToolCallSpec(call_id, _string(item, "name", where), arguments, namespace), where)
     elif kind == "function_call_output":
         output = _content(item.get("output"), f"{where}.output")
-        mapped.messages.append(Message("tool", output, tool_call_id=_string(item, "call_id", where)))
+        mapped.messages.append(Message("tool", output, tool_call_id=_string(item, "call_id", where), source=where))
     elif kind == "reasoning":
         pass  # a replayed thought: accepted, never rendered
     elif kind == "compaction":
