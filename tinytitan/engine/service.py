@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -147,6 +147,19 @@ class Job:
         else:
             # the worker checks `cancel` every token: the slot frees the moment it stops
             worker.add_done_callback(lambda _f: self.ticket.release())
+
+    @contextlib.contextmanager
+    def closed_on_error(self) -> Iterator[Job]:
+        """``with job.closed_on_error():`` — any exception in the block closes the job (frees the slot).
+
+        The block may hand the job's stream to a response and leave normally; then the response's
+        own ``on_close`` closes it when the stream ends.
+        """
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
 
     async def collect(self) -> Completion:
         reasoning: list[str] = []

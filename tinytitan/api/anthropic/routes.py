@@ -39,14 +39,11 @@ class MessagesController(Controller):
         chat = await _chat_request(request, engine, count_only=False)
         job = await engine.prepare(chat)
         model = job.request.model_id
-        try:
+        with job.closed_on_error():
             if chat.stream:
                 events = stream_events(job.events(), model, request_id=chat.request_id)
                 return sse_response(events, request, anthropic=True, on_close=job.close)
             result = await until_disconnect(request, job.collect())
-        except BaseException:
-            job.close()  # never leave the slot held by a request that is over
-            raise
         return Response(message_object(result, model))
 
     @post("/count_tokens", status_code=200)

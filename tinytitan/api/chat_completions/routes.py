@@ -26,12 +26,9 @@ class ChatCompletionsController(Controller):
         chat = to_chat_request(wire, workspace=request.headers.get("x-tinytitan-workspace"))
         job = await engine.prepare(chat)
         model = job.request.model_id
-        try:
+        with job.closed_on_error():
             if chat.stream:
                 events = stream_chunks(job.events(), model, include_usage=bool(chat.include_usage))
                 return sse_response(events, request, on_close=job.close)
             result = await until_disconnect(request, job.collect())
-        except BaseException:
-            job.close()  # never leave the slot held by a request that is over
-            raise
         return Response(completion_object(result, model))

@@ -58,7 +58,7 @@ class ResponsesController(Controller):
             workspace=request.headers.get("x-tinytitan-workspace"),
         )
         job = await engine.prepare(chat)
-        try:
+        with job.closed_on_error():
             keep = wire.store is not False
             builder = OutputBuilder(
                 response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=keep)
@@ -79,9 +79,6 @@ class ResponsesController(Controller):
                 return sse_response(frames(), request, on_close=job.close)
             response = await until_disconnect(request, collect_response(job.events(), builder))
             remember(response)
-        except BaseException:
-            job.close()  # never leave the slot held by a request that is over
-            raise
         return Response(response)
 
     @post("/compact", status_code=200)
