@@ -87,8 +87,11 @@ def main() -> None:
         bound, n_bound = run(decode_rate(engine, request(engine, text, args.decode, {"type": "json_object"})))
         mask = backend.last_mask
         assert mask is not None
-        print(f"  round {round_}: free {free:.2f} tok/s ({n_free} tokens), constrained {bound:.2f} tok/s "
-              f"({n_bound} tokens), mask mean {1000 * statistics.mean(mask.mask_seconds):.3f} ms", flush=True)
+        print(
+            f"  round {round_}: free {free:.2f} tok/s ({n_free} tokens), constrained {bound:.2f} tok/s "
+            f"({n_bound} tokens), mask mean {1000 * statistics.mean(mask.mask_seconds):.3f} ms",
+            flush=True,
+        )
         if round_:
             free_rates.append(free)
             bound_rates.append(bound)
@@ -96,11 +99,12 @@ def main() -> None:
             mask_ms.extend(1000 * s for s in mask.mask_seconds)
     mask_ms.sort()
     p95 = mask_ms[min(len(mask_ms) - 1, int(0.95 * len(mask_ms)))]
-    print(f"constrained ÷ unconstrained decode: median of paired ratios {statistics.median(ratios):.3f}, "
-          f"best {max(bound_rates):.2f} ÷ {max(free_rates):.2f} tok/s = {max(bound_rates) / max(free_rates):.3f} "
-          f"(target ≥ 0.9)")
-    print(f"mask time per token: mean {statistics.mean(mask_ms):.3f} ms, p95 {p95:.3f} ms "
-          f"over {len(mask_ms)} tokens")
+    print(
+        f"constrained ÷ unconstrained decode: median of paired ratios {statistics.median(ratios):.3f}, "
+        f"best {max(bound_rates):.2f} ÷ {max(free_rates):.2f} tok/s = {max(bound_rates) / max(free_rates):.3f} "
+        f"(target ≥ 0.9)"
+    )
+    print(f"mask time per token: mean {statistics.mean(mask_ms):.3f} ms, p95 {p95:.3f} ms over {len(mask_ms)} tokens")
 
 
 if __name__ == "__main__":

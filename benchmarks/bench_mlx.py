@@ -69,14 +69,40 @@ async def stream(engine: Engine, req: ChatRequest) -> dict[str, Any]:
             usage = event.usage
     end = time.perf_counter()
     assert usage is not None and first is not None
-    return {"start": start, "first": first, "end": end, "usage": usage,
-            "first_tokens": first_tokens, "start_tokens": start_tokens}
+    return {
+        "start": start,
+        "first": first,
+        "end": end,
+        "usage": usage,
+        "first_tokens": first_tokens,
+        "start_tokens": start_tokens,
+    }
 
 
 def words(n: int, seed: int) -> str:
     rng = random.Random(seed)
-    vocab = ["alpha", "beta", "gamma", "delta", "model", "token", "cache", "prefix", "engine", "server",
-             "local", "fast", "decode", "prefill", "request", "stream", "answer", "reason", "tool", "call"]
+    vocab = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "model",
+        "token",
+        "cache",
+        "prefix",
+        "engine",
+        "server",
+        "local",
+        "fast",
+        "decode",
+        "prefill",
+        "request",
+        "stream",
+        "answer",
+        "reason",
+        "tool",
+        "call",
+    ]
     return " ".join(rng.choice(vocab) for _ in range(n))
 
 
@@ -85,8 +111,10 @@ def direct_decode(backend: MlxBackend, tokens: list[int], n: int) -> float:
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
-    times = [time.perf_counter() for _ in stream_generate(backend._model, backend.tokenizer, tokens,
-                                                         max_tokens=n, sampler=make_sampler(0.0))]
+    times = [
+        time.perf_counter()
+        for _ in stream_generate(backend._model, backend.tokenizer, tokens, max_tokens=n, sampler=make_sampler(0.0))
+    ]
     return (len(times) - 1) / (times[-1] - times[0])
 
 
@@ -94,8 +122,14 @@ def server_decode(url: str, backend: MlxBackend, text: str, n: int) -> float:
     """Decode tok/s seen by a streaming Chat Completions client (first content chunk → last)."""
     import httpx
 
-    body = {"model": backend.info.id, "messages": [{"role": "user", "content": text}], "max_tokens": n,
-            "temperature": 0, "stream": True, "chat_template_kwargs": {"enable_thinking": False}}
+    body = {
+        "model": backend.info.id,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": n,
+        "temperature": 0,
+        "stream": True,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     first: float | None = None
     first_tokens = last_tokens = 0
     last = 0.0
@@ -133,14 +167,19 @@ def bench_a(engine: Engine, n: int, rounds: int) -> None:
                     rates[name].append(rate)
                 ratios["server"].append(server_rate / direct_rate)
                 ratios["engine"].append(engine_rate / direct_rate)
-            print(f"  (a) round {round_}: server {server_rate:.2f}, engine {engine_rate:.2f}, "
-                  f"direct {direct_rate:.2f} tok/s", flush=True)
+            print(
+                f"  (a) round {round_}: server {server_rate:.2f}, engine {engine_rate:.2f}, "
+                f"direct {direct_rate:.2f} tok/s",
+                flush=True,
+            )
     d = max(rates["direct"])
     for name in ("server", "engine"):
         best = max(rates[name])
-        print(f"(a) decode through the {name} ÷ direct stream_generate: best {best:.2f} ÷ {d:.2f} tok/s "
-              f"= {best / d:.3f}, median of paired ratios {statistics.median(ratios[name]):.3f}  (target ≥ 0.97)",
-              flush=True)
+        print(
+            f"(a) decode through the {name} ÷ direct stream_generate: best {best:.2f} ÷ {d:.2f} tok/s "
+            f"= {best / d:.3f}, median of paired ratios {statistics.median(ratios[name]):.3f}  (target ≥ 0.97)",
+            flush=True,
+        )
 
 
 def bench_b(engine: Engine, prefix_words: int) -> None:
@@ -155,8 +194,10 @@ def bench_b(engine: Engine, prefix_words: int) -> None:
     t_cold, t_warm = cold["first"] - cold["start"], warm["first"] - warm["start"]
     c, w = cold["usage"], warm["usage"]
     print(f"  (b) cold: {c.prompt_tokens} prompt tokens, first token after {t_cold:.2f} s", flush=True)
-    print(f"  (b) follow-up: {w.prompt_tokens} prompt tokens, {w.cached_tokens} reused, "
-          f"first token after {t_warm:.2f} s", flush=True)
+    print(
+        f"  (b) follow-up: {w.prompt_tokens} prompt tokens, {w.cached_tokens} reused, first token after {t_warm:.2f} s",
+        flush=True,
+    )
     print(f"(b) follow-up TTFT ÷ cold TTFT = {t_warm / t_cold:.3f}  (target ≤ 0.1)", flush=True)
 
 
@@ -180,8 +221,11 @@ def bench_c(quant_dir: Path, prompt_words: int, n_ours: int, n_base: int) -> Non
     finally:
         engine.shutdown()
         backend.unload()
-    print(f"  (c) ours (fp32 from 4-bit, OpenBLAS {openblas_active()}): prefill {ours_prefill:.1f} tok/s "
-          f"({prompt_tokens} tokens), decode {ours_decode:.2f} tok/s", flush=True)
+    print(
+        f"  (c) ours (fp32 from 4-bit, OpenBLAS {openblas_active()}): prefill {ours_prefill:.1f} tok/s "
+        f"({prompt_tokens} tokens), decode {ours_decode:.2f} tok/s",
+        flush=True,
+    )
     model, tokenizer = load(str(quant_dir))  # as-is: 4-bit weights, bf16 scales
     base_tokens = tokens[: max(8, len(tokens) // 4)]  # the as-is path is slow: a shorter prompt
     times: list[float] = []
@@ -190,10 +234,16 @@ def bench_c(quant_dir: Path, prompt_words: int, n_ours: int, n_base: int) -> Non
         times.append(time.perf_counter())
         prompt_tps = resp.prompt_tps
     base_decode = (len(times) - 1) / (times[-1] - times[0])
-    print(f"  (c) mlx_lm as-is (4-bit): prefill {prompt_tps:.2f} tok/s ({len(base_tokens)} tokens), "
-          f"decode {base_decode:.2f} tok/s", flush=True)
-    print(f"(c) CPU engine ÷ as-is on the 4-bit checkpoint: decode {ours_decode / base_decode:.1f}×, "
-          f"prefill {ours_prefill / prompt_tps:.1f}×  (target ≥ 10×)", flush=True)
+    print(
+        f"  (c) mlx_lm as-is (4-bit): prefill {prompt_tps:.2f} tok/s ({len(base_tokens)} tokens), "
+        f"decode {base_decode:.2f} tok/s",
+        flush=True,
+    )
+    print(
+        f"(c) CPU engine ÷ as-is on the 4-bit checkpoint: decode {ours_decode / base_decode:.1f}×, "
+        f"prefill {ours_prefill / prompt_tps:.1f}×  (target ≥ 10×)",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -201,8 +251,7 @@ def main() -> None:
     parser.add_argument("--decode", type=int, default=32, help="tokens decoded in (a) and (c)")
     parser.add_argument("--prefix", type=int, default=3500, help="words of shared prefix in (b) (~4k tokens)")
     parser.add_argument("--prompt", type=int, default=200, help="words of prompt for prefill in (c)")
-    parser.add_argument("--baseline-decode", type=int, default=4,
-                        help="tokens decoded by the slow as-is path in (c)")
+    parser.add_argument("--baseline-decode", type=int, default=4, help="tokens decoded by the slow as-is path in (c)")
     parser.add_argument("--rounds", type=int, default=4, help="measured engine/direct pairs in (a)")
     parser.add_argument("--only", default="a,b,c")
     args = parser.parse_args()

@@ -26,9 +26,10 @@ from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server
 
 TARGET_MS = 100.0
-SLOW = script({"when": {"user_contains": "slow"},
-               "reply": {"text": " ".join(["word"] * 2000), "chunk_delay_ms": 20}},
-              {"reply": {"text": "ok"}})
+SLOW = script(
+    {"when": {"user_contains": "slow"}, "reply": {"text": " ".join(["word"] * 2000), "chunk_delay_ms": 20}},
+    {"reply": {"text": "ok"}},
+)
 
 
 def body(text: str) -> dict[str, object]:
@@ -62,8 +63,10 @@ def summary(name: str, values: list[float]) -> None:
     ordered = sorted(values)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
     med = statistics.median(ordered)
-    print(f"{name}: median {med:.1f} ms, p95 {p95:.1f} ms, max {ordered[-1]:.1f} ms "
-          f"(median/target {med / TARGET_MS:.2f}, max/target {ordered[-1] / TARGET_MS:.2f})")
+    print(
+        f"{name}: median {med:.1f} ms, p95 {p95:.1f} ms, max {ordered[-1]:.1f} ms "
+        f"(median/target {med / TARGET_MS:.2f}, max/target {ordered[-1] / TARGET_MS:.2f})"
+    )
 
 
 def main() -> int:

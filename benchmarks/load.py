@@ -26,13 +26,29 @@ from tinytitan.testing.scripts import STUB_MODEL
 
 SCRIPT = {"model": STUB_MODEL, "rules": [{"reply": {"text": " ".join(["token"] * 40), "chunk_delay_ms": 2}}]}
 ROUTES = [
-    ("/v1/chat/completions", {}, lambda: {"model": STUB_MODEL, "stream": True,
-                                          "messages": [{"role": "user", "content": "hi " * 200}]}, b"data: [DONE]"),
-    ("/v1/responses", {}, lambda: {"model": STUB_MODEL, "stream": True, "input": "hi " * 200},
-     b"event: response.completed"),
-    ("/v1/messages", {"anthropic-version": "2023-06-01"},
-     lambda: {"model": STUB_MODEL, "stream": True, "max_tokens": 100,
-              "messages": [{"role": "user", "content": "hi " * 200}]}, b"event: message_stop"),
+    (
+        "/v1/chat/completions",
+        {},
+        lambda: {"model": STUB_MODEL, "stream": True, "messages": [{"role": "user", "content": "hi " * 200}]},
+        b"data: [DONE]",
+    ),
+    (
+        "/v1/responses",
+        {},
+        lambda: {"model": STUB_MODEL, "stream": True, "input": "hi " * 200},
+        b"event: response.completed",
+    ),
+    (
+        "/v1/messages",
+        {"anthropic-version": "2023-06-01"},
+        lambda: {
+            "model": STUB_MODEL,
+            "stream": True,
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hi " * 200}],
+        },
+        b"event: message_stop",
+    ),
 ]
 
 
@@ -55,8 +71,9 @@ async def one_round(url: str, clients: int, tally: Counter[str]) -> None:
             else:
                 tally[f"bad {r.status_code}"] += 1
 
-        results = await asyncio.gather(*(asyncio.wait_for(client(i), 90) for i in range(clients)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(client(i), 90) for i in range(clients)), return_exceptions=True
+        )
         tally["hung"] += sum(isinstance(x, asyncio.TimeoutError) for x in results)
 
 
@@ -93,8 +110,10 @@ def main() -> int:
         after = server.rss_bytes()
         alive = server.alive
     mib = 2**20
-    print(f"{args.rounds} rounds x {args.clients} concurrent streaming clients, queue limit {args.queue_limit}, "
-          f"{elapsed:.1f} s")
+    print(
+        f"{args.rounds} rounds x {args.clients} concurrent streaming clients, queue limit {args.queue_limit}, "
+        f"{elapsed:.1f} s"
+    )
     print("outcomes:", dict(tally), f"(server alive: {alive})")
     print(f"RSS before {before / mib:.1f} MiB, peak {peak / mib:.1f} MiB, after {after / mib:.1f} MiB")
     print(f"peak/before {peak / before:.2f}x, after/before {after / before:.2f}x")

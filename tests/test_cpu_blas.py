@@ -55,8 +55,7 @@ def test_a_real_process_ends_up_with_openblas() -> None:
         "a = mx.ones((64, 64)); mx.eval(a @ a)\n"
         "print(openblas_active())\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", cpu_blas.REEXEC_ENV,
-                                                              cpu_blas.OPT_OUT_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", cpu_blas.REEXEC_ENV, cpu_blas.OPT_OUT_ENV)}
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"

@@ -29,13 +29,22 @@ SCRIPT = script(
 )
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 ROUTES: dict[str, tuple[str, Callable[[str, bool], dict[str, Any]], dict[str, str]]] = {
-    "chat": ("/chat/completions",
-             lambda text, stream: {"model": STUB_MODEL, "stream": stream,
-                                   "messages": [{"role": "user", "content": text}]}, {}),
+    "chat": (
+        "/chat/completions",
+        lambda text, stream: {"model": STUB_MODEL, "stream": stream, "messages": [{"role": "user", "content": text}]},
+        {},
+    ),
     "responses": ("/responses", lambda text, stream: {"model": STUB_MODEL, "stream": stream, "input": text}, {}),
-    "messages": ("/messages",
-                 lambda text, stream: {"model": STUB_MODEL, "stream": stream, "max_tokens": 1000,
-                                       "messages": [{"role": "user", "content": text}]}, ANTHROPIC),
+    "messages": (
+        "/messages",
+        lambda text, stream: {
+            "model": STUB_MODEL,
+            "stream": stream,
+            "max_tokens": 1000,
+            "messages": [{"role": "user", "content": text}],
+        },
+        ANTHROPIC,
+    ),
 }
 
 
@@ -104,8 +113,10 @@ def vanish_while_queued(live: LiveServer, name: str) -> None:
 def vanish_mid_body(live: LiveServer, name: str) -> None:
     path, body, _ = ROUTES[name]
     payload = json.dumps(body("hi", False)).encode()
-    head = (f"POST /v1{path} HTTP/1.1\r\nhost: 127.0.0.1:{live.port}\r\ncontent-type: application/json\r\n"
-            f"anthropic-version: 2023-06-01\r\ncontent-length: {len(payload) + 5000}\r\n\r\n")
+    head = (
+        f"POST /v1{path} HTTP/1.1\r\nhost: 127.0.0.1:{live.port}\r\ncontent-type: application/json\r\n"
+        f"anthropic-version: 2023-06-01\r\ncontent-length: {len(payload) + 5000}\r\n\r\n"
+    )
     with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
         sock.sendall(head.encode() + payload[: len(payload) // 2])
         time.sleep(0.05)  # let the server start reading the body

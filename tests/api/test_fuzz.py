@@ -21,8 +21,14 @@ REQUESTS = 5000
 def test_openapi_documents_every_route(server) -> None:  # type: ignore[no-untyped-def]
     doc = httpx.get(server.url + "/openapi.json").json()
     posts = {path for path, ops in doc["paths"].items() if "post" in ops}
-    assert {"/v1/chat/completions", "/v1/responses", "/v1/responses/compact", "/v1/messages",
-            "/v1/messages/count_tokens", "/v1/models/unload"} <= posts
+    assert {
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/responses/compact",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/models/unload",
+    } <= posts
     for route in BODY_ROUTES:
         body = doc["paths"][route.path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert body["$ref"].endswith("/" + route.wire_type.__name__)
@@ -37,6 +43,9 @@ def test_fuzzed_requests_never_fail_the_server() -> None:
         assert report.problems == []
         assert report.statuses[200] > 0  # some requests got all the way through generation
         assert httpx.get(server.url + "/health").status_code == 200
-        ok = httpx.post(server.v1 + "/chat/completions", timeout=30,
-                        json={"model": STUB_MODEL, "messages": [{"role": "user", "content": "hi"}]})
+        ok = httpx.post(
+            server.v1 + "/chat/completions",
+            timeout=30,
+            json={"model": STUB_MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert ok.status_code == 200  # no slot was left behind

@@ -35,8 +35,10 @@ def test_listed_origin_gets_cors(serve: Serve) -> None:
         r = httpx.post(live.v1 + "/chat/completions", json=BODY, headers={"origin": "https://app.example"})
         assert r.status_code == 200
         assert r.headers["access-control-allow-origin"] == "https://app.example"
-        pre = httpx.options(live.v1 + "/chat/completions", headers={
-            "origin": "https://app.example", "access-control-request-method": "POST"})
+        pre = httpx.options(
+            live.v1 + "/chat/completions",
+            headers={"origin": "https://app.example", "access-control-request-method": "POST"},
+        )
         assert pre.status_code == 204
         assert "POST" in pre.headers["access-control-allow-methods"]
 
@@ -81,8 +83,11 @@ POST_BODIES = {
 
 def _every_route(live: LiveServer) -> list[tuple[str, str]]:
     doc = httpx.get(live.url + "/openapi.json", headers={"authorization": "Bearer sekret"}).json()
-    routes = [(method.upper(), path.replace("{model_id}", STUB_MODEL).replace("{response_id}", "resp_x"))
-              for path, ops in doc["paths"].items() for method in ops]
+    routes = [
+        (method.upper(), path.replace("{model_id}", STUB_MODEL).replace("{response_id}", "resp_x"))
+        for path, ops in doc["paths"].items()
+        for method in ops
+    ]
     return [*routes, ("GET", "/openapi.json")]
 
 
@@ -113,8 +118,9 @@ def test_browser_cross_origin_posts_are_refused(server: LiveServer) -> None:
             r = httpx.post(server.url + path, json=body, headers={"origin": origin})
             assert r.status_code == 403 and _is_envelope(r, path), (origin, path)
         assert httpx.post(server.v1 + "/models/unload", headers={"origin": origin}).status_code == 403
-        pre = httpx.options(server.v1 + "/chat/completions",
-                            headers={"origin": origin, "access-control-request-method": "POST"})
+        pre = httpx.options(
+            server.v1 + "/chat/completions", headers={"origin": origin, "access-control-request-method": "POST"}
+        )
         assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers
     assert server.recorded == []
 

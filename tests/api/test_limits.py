@@ -33,8 +33,9 @@ def deep_schema(depth: int) -> dict[str, Any]:
 
 def post(server: LiveServer, path: str, body: str | dict[str, Any], **headers: str) -> httpx.Response:
     content = body if isinstance(body, str) else json.dumps(body)
-    return httpx.post(server.v1 + path, content=content, headers={"content-type": "application/json", **headers},
-                      timeout=30)
+    return httpx.post(
+        server.v1 + path, content=content, headers={"content-type": "application/json", **headers}, timeout=30
+    )
 
 
 def assert_still_free(server: LiveServer) -> None:
@@ -79,13 +80,18 @@ def test_json_nested_past_the_decoder_is_invalid_json(server: LiveServer, path: 
 def test_deeply_nested_tool_call_arguments(server: LiveServer) -> None:
     """Was a 500: json.loads raises RecursionError, which is not a ValueError."""
     deep = "[" * 100_000 + "]" * 100_000
-    history = [USER, {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": deep}}]},
-               {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    history = [
+        USER,
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": deep}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
     error = openai_error(post(server, "/chat/completions", {"model": STUB_MODEL, "messages": history}), 400)
     assert error["code"] == "invalid_tool_arguments"
     assert error["param"] == "messages[1].tool_calls[0].function.arguments"
-    items = [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": deep},
-             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
+    items = [
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": deep},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
     error = openai_error(post(server, "/responses", {"model": STUB_MODEL, "input": items}), 400)
     assert error["code"] == "invalid_tool_arguments"
     assert_still_free(server)
@@ -120,8 +126,9 @@ def test_tool_count_limit(server: LiveServer) -> None:
     def tools(n: int) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {"name": f"t{i}"}} for i in range(n)]
 
-    error = openai_error(post(server, "/chat/completions",
-                              {"model": STUB_MODEL, "messages": [USER], "tools": tools(MAX_TOOLS + 1)}), 400)
+    error = openai_error(
+        post(server, "/chat/completions", {"model": STUB_MODEL, "messages": [USER], "tools": tools(MAX_TOOLS + 1)}), 400
+    )
     assert error["code"] == "value_too_large" and error["param"] == "tools"
     assert str(MAX_TOOLS) in error["message"]
     ok = post(server, "/chat/completions", {"model": STUB_MODEL, "messages": [USER], "tools": tools(MAX_TOOLS)})
@@ -136,25 +143,59 @@ def test_tool_count_limit(server: LiveServer) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "param", "anthropic"),
     [
-        ("/chat/completions",
-         {"model": STUB_MODEL, "messages": [USER],
-          "tools": [{"type": "function", "function": {"name": "f", "parameters": "SCHEMA"}}]},
-         "tools[0].function.parameters", False),
-        ("/responses", {"model": STUB_MODEL, "input": "hi",
-                        "tools": [{"type": "function", "name": "f", "parameters": "SCHEMA"}]},
-         "tools[0].parameters", False),
-        ("/messages", {"model": STUB_MODEL, "max_tokens": 5, "messages": [USER],
-                       "tools": [{"name": "f", "input_schema": "SCHEMA"}]}, "tools[0].input_schema", True),
-        ("/messages/count_tokens", {"model": STUB_MODEL, "messages": [USER],
-                                    "tools": [{"name": "f", "input_schema": "SCHEMA"}]},
-         "tools[0].input_schema", True),
-        ("/chat/completions",
-         {"model": STUB_MODEL, "messages": [USER],
-          "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": "SCHEMA"}}},
-         "response_format.json_schema.schema", False),
-        ("/responses", {"model": STUB_MODEL, "input": "hi",
-                        "text": {"format": {"type": "json_schema", "name": "n", "schema": "SCHEMA"}}},
-         "text.format.schema", False),
+        (
+            "/chat/completions",
+            {
+                "model": STUB_MODEL,
+                "messages": [USER],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": "SCHEMA"}}],
+            },
+            "tools[0].function.parameters",
+            False,
+        ),
+        (
+            "/responses",
+            {"model": STUB_MODEL, "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": "SCHEMA"}]},
+            "tools[0].parameters",
+            False,
+        ),
+        (
+            "/messages",
+            {
+                "model": STUB_MODEL,
+                "max_tokens": 5,
+                "messages": [USER],
+                "tools": [{"name": "f", "input_schema": "SCHEMA"}],
+            },
+            "tools[0].input_schema",
+            True,
+        ),
+        (
+            "/messages/count_tokens",
+            {"model": STUB_MODEL, "messages": [USER], "tools": [{"name": "f", "input_schema": "SCHEMA"}]},
+            "tools[0].input_schema",
+            True,
+        ),
+        (
+            "/chat/completions",
+            {
+                "model": STUB_MODEL,
+                "messages": [USER],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": "SCHEMA"}},
+            },
+            "response_format.json_schema.schema",
+            False,
+        ),
+        (
+            "/responses",
+            {
+                "model": STUB_MODEL,
+                "input": "hi",
+                "text": {"format": {"type": "json_schema", "name": "n", "schema": "SCHEMA"}},
+            },
+            "text.format.schema",
+            False,
+        ),
     ],
 )
 def test_schema_depth_limit(server: LiveServer, path: str, body: dict[str, Any], param: str, anthropic: bool) -> None:

@@ -26,13 +26,25 @@ SCRIPT = script(
 )
 
 PROTOCOLS: dict[str, dict[str, Any]] = {
-    "chat": {"path": "/chat/completions", "refused": 429, "end": "data: [DONE]", "headers": {},
-             "body": lambda text: {"model": STUB_MODEL, "stream": True,
-                                   "messages": [{"role": "user", "content": text}]}},
-    "messages": {"path": "/messages", "refused": 529, "end": "event: message_stop",
-                 "headers": {"anthropic-version": "2023-06-01"},
-                 "body": lambda text: {"model": STUB_MODEL, "stream": True, "max_tokens": 64,
-                                       "messages": [{"role": "user", "content": text}]}},
+    "chat": {
+        "path": "/chat/completions",
+        "refused": 429,
+        "end": "data: [DONE]",
+        "headers": {},
+        "body": lambda text: {"model": STUB_MODEL, "stream": True, "messages": [{"role": "user", "content": text}]},
+    },
+    "messages": {
+        "path": "/messages",
+        "refused": 529,
+        "end": "event: message_stop",
+        "headers": {"anthropic-version": "2023-06-01"},
+        "body": lambda text: {
+            "model": STUB_MODEL,
+            "stream": True,
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": text}],
+        },
+    },
 }
 
 

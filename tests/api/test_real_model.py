@@ -68,17 +68,24 @@ def test_stop_string_ends_the_answer_unemitted(live: LiveServer) -> None:
 def test_second_turn_reuses_the_prefix(live: LiveServer) -> None:
     model = live.engine.info.id
     history = [{"role": "system", "content": "You are terse. " * 20}, {"role": "user", "content": "First question?"}]
-    first = httpx.post(live.v1 + "/chat/completions", timeout=120,
-                       json={"model": model, "messages": history, "max_tokens": 4, "seed": 1, **OFF}).json()
+    first = httpx.post(
+        live.v1 + "/chat/completions",
+        timeout=120,
+        json={"model": model, "messages": history, "max_tokens": 4, "seed": 1, **OFF},
+    ).json()
     answer = first["choices"][0]["message"]["content"]
     history += [{"role": "assistant", "content": answer}, {"role": "user", "content": "Second?"}]
-    second = httpx.post(live.v1 + "/chat/completions", timeout=120,
-                        json={"model": model, "messages": history, "max_tokens": 4, "seed": 1, **OFF}).json()
+    second = httpx.post(
+        live.v1 + "/chat/completions",
+        timeout=120,
+        json={"model": model, "messages": history, "max_tokens": 4, "seed": 1, **OFF},
+    ).json()
     cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
     first_tokens = _prompt_tokens(live, history[:2])
     second_tokens = _prompt_tokens(live, history)
-    shared = next((i for i, (a, b) in enumerate(zip(first_tokens, second_tokens, strict=False)) if a != b),
-                  len(first_tokens))
+    shared = next(
+        (i for i, (a, b) in enumerate(zip(first_tokens, second_tokens, strict=False)) if a != b), len(first_tokens)
+    )
     assert cached == shared > 0  # the reused prefix: everything up to where the template's renderings differ
     assert cached < second["usage"]["prompt_tokens"]
 
@@ -95,39 +102,64 @@ def _prompt_tokens(live: LiveServer, messages: list[dict[str, Any]]) -> list[int
 def test_cached_tokens_on_every_protocol(live: LiveServer) -> None:
     model = live.engine.info.id
     system = "Context that stays the same across turns. " * 10
-    body = {"model": model, "max_tokens": 3, "system": system, "thinking": {"type": "disabled"},
-            "messages": [{"role": "user", "content": "hello"}]}
+    body = {
+        "model": model,
+        "max_tokens": 3,
+        "system": system,
+        "thinking": {"type": "disabled"},
+        "messages": [{"role": "user", "content": "hello"}],
+    }
     headers = {"anthropic-version": "2023-06-01"}
     httpx.post(live.url + "/v1/messages", json=body, headers=headers, timeout=120)
     again = httpx.post(live.url + "/v1/messages", json=body, headers=headers, timeout=120).json()
     assert again["usage"]["cache_read_input_tokens"] > 0
-    responses = {"model": model, "instructions": system, "input": "hello", "max_output_tokens": 3,
-                 "reasoning": {"effort": "none"}}
+    responses = {
+        "model": model,
+        "instructions": system,
+        "input": "hello",
+        "max_output_tokens": 3,
+        "reasoning": {"effort": "none"},
+    }
     httpx.post(live.v1 + "/responses", json=responses, timeout=120)
     usage = httpx.post(live.v1 + "/responses", json=responses, timeout=120).json()["usage"]
     assert usage["input_tokens_details"]["cached_tokens"] > 0
 
 
 def test_count_tokens_cli_equals_server_usage(live: LiveServer, tiny_dir: Path, tmp_path: Path) -> None:
-    body = {"model": live.engine.info.id, "messages": [{"role": "user", "content": "Count these words."}],
-            "max_tokens": 1, **OFF}
+    body = {
+        "model": live.engine.info.id,
+        "messages": [{"role": "user", "content": "Count these words."}],
+        "max_tokens": 1,
+        **OFF,
+    }
     served = httpx.post(live.v1 + "/chat/completions", json=body, timeout=120).json()["usage"]["prompt_tokens"]
     request = tmp_path / "request.json"
     request.write_text(json.dumps(body))
     result = CliRunner().invoke(app, ["count-tokens", str(request), "--model", str(tiny_dir)])
     assert result.exit_code == 0, result.output
     assert int(result.output.strip().splitlines()[-1]) == served
-    anthropic = httpx.post(live.url + "/v1/messages/count_tokens", headers={"anthropic-version": "2023-06-01"},
-                           json={"model": live.engine.info.id, "thinking": {"type": "disabled"},
-                                 "messages": [{"role": "user", "content": "Count these words."}]})
+    anthropic = httpx.post(
+        live.url + "/v1/messages/count_tokens",
+        headers={"anthropic-version": "2023-06-01"},
+        json={
+            "model": live.engine.info.id,
+            "thinking": {"type": "disabled"},
+            "messages": [{"role": "user", "content": "Count these words."}],
+        },
+    )
     assert anthropic.json() == {"input_tokens": served}
 
 
 def test_disconnect_stops_the_worker_within_a_token(live: LiveServer) -> None:
     backend = live.engine.backend
     assert isinstance(backend, MlxBackend)
-    body = {"model": live.engine.info.id, "messages": [{"role": "user", "content": "Go on and on."}],
-            "max_tokens": 2000, "stream": True, **OFF}
+    body = {
+        "model": live.engine.info.id,
+        "messages": [{"role": "user", "content": "Go on and on."}],
+        "max_tokens": 2000,
+        "stream": True,
+        **OFF,
+    }
     with httpx.stream("POST", live.v1 + "/chat/completions", json=body, timeout=120) as r:
         lines = r.iter_lines()
         seen = 0
@@ -149,10 +181,21 @@ def test_disconnect_stops_the_worker_within_a_token(live: LiveServer) -> None:
 
 
 def test_offline_hub_id_is_a_clean_error(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
-           "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"), "TINYTITAN_OPENBLAS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+        "TINYTITAN_OPENBLAS": "0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "mlx-community/nothing-here" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -27,8 +27,11 @@ def live() -> Iterator[LiveServer]:
 
 
 def chat(fmt: dict[str, Any], text: str = "hi") -> tuple[str, dict[str, Any]]:
-    return "/v1/chat/completions", {"model": STUB_MODEL, "messages": [{"role": "user", "content": text}],
-                                    "response_format": fmt}
+    return "/v1/chat/completions", {
+        "model": STUB_MODEL,
+        "messages": [{"role": "user", "content": text}],
+        "response_format": fmt,
+    }
 
 
 def responses(fmt: dict[str, Any], text: str = "hi") -> tuple[str, dict[str, Any]]:
@@ -36,13 +39,19 @@ def responses(fmt: dict[str, Any], text: str = "hi") -> tuple[str, dict[str, Any
 
 
 def messages(fmt: dict[str, Any], text: str = "hi") -> tuple[str, dict[str, Any]]:
-    return "/v1/messages", {"model": STUB_MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": text}],
-                            "output_config": {"format": fmt}}
+    return "/v1/messages", {
+        "model": STUB_MODEL,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": text}],
+        "output_config": {"format": fmt},
+    }
 
 
 REFUSALS = [
-    (chat({"type": "json_schema", "json_schema": {"name": "x", "schema": UNIQUE}}),
-     "response_format.json_schema.schema"),
+    (
+        chat({"type": "json_schema", "json_schema": {"name": "x", "schema": UNIQUE}}),
+        "response_format.json_schema.schema",
+    ),
     (responses({"type": "json_schema", "name": "x", "schema": UNIQUE}), "text.format.schema"),
     (messages({"type": "json_schema", "schema": UNIQUE}), "output_config.format.schema"),
 ]

@@ -31,8 +31,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "user": {
                 "type": "object",
-                "properties": {"name": NAME, "address": {"type": "object", "properties": {"city": NAME},
-                                                         "required": ["city"], "additionalProperties": False}},
+                "properties": {
+                    "name": NAME,
+                    "address": {
+                        "type": "object",
+                        "properties": {"city": NAME},
+                        "required": ["city"],
+                        "additionalProperties": False,
+                    },
+                },
                 "required": ["name", "address"],
                 "additionalProperties": False,
             },
@@ -44,8 +51,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "tags": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 4},
-            "grid": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
-                     "minItems": 1, "maxItems": 2},
+            "grid": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
+                "minItems": 1,
+                "maxItems": 2,
+            },
         },
         "required": ["tags", "grid"],
         "additionalProperties": False,
@@ -67,16 +78,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "anyOf": {
         "type": "object",
-        "properties": {"value": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9}, NAME,
-                                           {"type": "boolean"}]}},
+        "properties": {
+            "value": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9}, NAME, {"type": "boolean"}]}
+        },
         "required": ["value"],
         "additionalProperties": False,
     },
     "ref": {
         "type": "object",
-        "$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9},
-                                                             "y": {"type": "integer", "minimum": 0, "maximum": 9}},
-                            "required": ["x", "y"], "additionalProperties": False}},
+        "$defs": {
+            "point": {
+                "type": "object",
+                "properties": {
+                    "x": {"type": "integer", "minimum": 0, "maximum": 9},
+                    "y": {"type": "integer", "minimum": 0, "maximum": 9},
+                },
+                "required": ["x", "y"],
+                "additionalProperties": False,
+            }
+        },
         "properties": {"start": {"$ref": "#/$defs/point"}, "end": {"$ref": "#/$defs/point"}},
         "required": ["start", "end"],
         "additionalProperties": False,
@@ -123,8 +143,11 @@ def structured(
     user = [{"role": "user", "content": "Describe a thing as JSON."}]
     sampling = {"seed": seed, "temperature": 1.0}
     if protocol == "chat":
-        fmt: dict[str, Any] = {"type": "json_object"} if schema is None else {
-            "type": "json_schema", "json_schema": {"name": "thing", "schema": schema, "strict": True}}
+        fmt: dict[str, Any] = (
+            {"type": "json_object"}
+            if schema is None
+            else {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema, "strict": True}}
+        )
         obj = post(live, "/chat/completions", {"messages": user, "max_tokens": cap, "response_format": fmt, **sampling})
         choice = obj["choices"][0]
         assert obj["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
@@ -136,8 +159,9 @@ def structured(
         assert not [item for item in obj["output"] if item["type"] == "reasoning"]
         return "".join(texts), obj["status"]
     fmt = {"type": "json_object"} if schema is None else {"type": "json_schema", "schema": schema}
-    obj = post(live, "/messages", {"messages": user, "max_tokens": cap, "output_config": {"format": fmt},
-                                   "temperature": 1.0})  # the Messages API has no seed
+    obj = post(
+        live, "/messages", {"messages": user, "max_tokens": cap, "output_config": {"format": fmt}, "temperature": 1.0}
+    )  # the Messages API has no seed
     assert [b["type"] for b in obj["content"]] == ["text"]
     return obj["content"][0]["text"], obj["stop_reason"]
 
@@ -194,22 +218,27 @@ def forced_calls(live: LiveServer, protocol: str, choice: str | None, seed: int)
     sampling = {"seed": seed, "temperature": 1.0}
     if protocol == "chat":
         tc: Any = "required" if choice is None else {"type": "function", "function": {"name": choice}}
-        obj = post(live, "/chat/completions", {"messages": user, "tools": chat_tools(), "tool_choice": tc,
-                                               "max_tokens": CAP, **sampling})
+        obj = post(
+            live,
+            "/chat/completions",
+            {"messages": user, "tools": chat_tools(), "tool_choice": tc, "max_tokens": CAP, **sampling},
+        )
         assert obj["choices"][0]["finish_reason"] == "tool_calls"
         calls = obj["choices"][0]["message"]["tool_calls"]
         return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
     if protocol == "responses":
         tools = [{"type": "function", "name": n, "parameters": s} for n, s in TOOLS.items()]
         tc = "required" if choice is None else {"type": "function", "name": choice}
-        obj = post(live, "/responses", {"input": user, "tools": tools, "tool_choice": tc,
-                                        "max_output_tokens": CAP, **sampling})
+        obj = post(
+            live, "/responses", {"input": user, "tools": tools, "tool_choice": tc, "max_output_tokens": CAP, **sampling}
+        )
         assert obj["status"] == "completed"
         return [(i["name"], json.loads(i["arguments"])) for i in obj["output"] if i["type"] == "function_call"]
     tools = [{"name": n, "input_schema": s} for n, s in TOOLS.items()]
     tc = {"type": "any"} if choice is None else {"type": "tool", "name": choice}
-    obj = post(live, "/messages", {"messages": user, "tools": tools, "tool_choice": tc, "max_tokens": CAP,
-                                   "temperature": 1.0})
+    obj = post(
+        live, "/messages", {"messages": user, "tools": tools, "tool_choice": tc, "max_tokens": CAP, "temperature": 1.0}
+    )
     assert obj["stop_reason"] == "tool_use"
     return [(b["name"], b["input"]) for b in obj["content"] if b["type"] == "tool_use"]
 

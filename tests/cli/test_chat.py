@@ -13,12 +13,17 @@ from tinytitan.testing.scripts import script
 
 def test_two_turns_with_reasoning(tmp_path: Path) -> None:
     stub = tmp_path / "stub.json"
-    stub.write_text(json.dumps(script(
-        {"when": {"user_contains": "again"}, "reply": {"text": "second answer"}},
-        {"reply": {"reasoning": "pondering", "text": "first answer"}},
-    )))
-    result = CliRunner().invoke(app, ["chat", "--stub", str(stub), "--system", "be nice"],
-                                input="hello\n\nagain please\n/exit\n")
+    stub.write_text(
+        json.dumps(
+            script(
+                {"when": {"user_contains": "again"}, "reply": {"text": "second answer"}},
+                {"reply": {"reasoning": "pondering", "text": "first answer"}},
+            )
+        )
+    )
+    result = CliRunner().invoke(
+        app, ["chat", "--stub", str(stub), "--system", "be nice"], input="hello\n\nagain please\n/exit\n"
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert "pondering" in out and "first answer" in out and "second answer" in out

@@ -18,18 +18,30 @@ from tinytitan.testing.server import live_server
 runner = CliRunner()
 TOOLS_CHAT = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
 REQUESTS: dict[str, tuple[str, dict[str, Any], Any]] = {
-    "chat": ("/v1/chat/completions",
-             {"model": STUB_MODEL, "tools": TOOLS_CHAT,
-              "messages": [{"role": "system", "content": "Be brief."},
-                           {"role": "user", "content": "Count me, please."}]},
-             lambda r: r["usage"]["prompt_tokens"]),
-    "responses": ("/v1/responses",
-                  {"model": STUB_MODEL, "instructions": "Be brief.", "input": "Count me, please."},
-                  lambda r: r["usage"]["input_tokens"]),
-    "messages": ("/v1/messages",
-                 {"model": STUB_MODEL, "max_tokens": 50, "system": "Be brief.",
-                  "messages": [{"role": "user", "content": "Count me, please."}]},
-                 lambda r: r["usage"]["input_tokens"] + r["usage"]["cache_read_input_tokens"]),
+    "chat": (
+        "/v1/chat/completions",
+        {
+            "model": STUB_MODEL,
+            "tools": TOOLS_CHAT,
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Count me, please."}],
+        },
+        lambda r: r["usage"]["prompt_tokens"],
+    ),
+    "responses": (
+        "/v1/responses",
+        {"model": STUB_MODEL, "instructions": "Be brief.", "input": "Count me, please."},
+        lambda r: r["usage"]["input_tokens"],
+    ),
+    "messages": (
+        "/v1/messages",
+        {
+            "model": STUB_MODEL,
+            "max_tokens": 50,
+            "system": "Be brief.",
+            "messages": [{"role": "user", "content": "Count me, please."}],
+        },
+        lambda r: r["usage"]["input_tokens"] + r["usage"]["cache_read_input_tokens"],
+    ),
 }
 
 

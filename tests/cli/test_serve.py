@@ -25,8 +25,21 @@ def test_help_lists_serve_and_version() -> None:
     assert result.exit_code == 0 and "serve" in result.output
     assert runner.invoke(app, ["--version"]).output.strip() == f"tinytitan {__version__}"
     serve_help = runner.invoke(app, ["serve", "--help"]).output
-    for flag in ("--model", "--model-id", "--host", "--port", "--api-key", "--cors-origin", "--queue-limit",
-                 "--max-context", "--reasoning", "--thinking", "--stub", "--log-level", "TINYTITAN_PORT"):
+    for flag in (
+        "--model",
+        "--model-id",
+        "--host",
+        "--port",
+        "--api-key",
+        "--cors-origin",
+        "--queue-limit",
+        "--max-context",
+        "--reasoning",
+        "--thinking",
+        "--stub",
+        "--log-level",
+        "TINYTITAN_PORT",
+    ):
         assert flag in serve_help
 
 
@@ -52,22 +65,26 @@ def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_serve_stub_process(tmp_path: Path) -> None:
     stub = tmp_path / "s.json"
-    stub.write_text(json.dumps({"model": "scripted", "context_window": 2048,
-                                "rules": [{"reply": {"text": "hi there"}}]}))
+    stub.write_text(
+        json.dumps({"model": "scripted", "context_window": 2048, "rules": [{"reply": {"text": "hi there"}}]})
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "tinytitan", "serve", "--stub", str(stub)],
-                            env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinytitan", "serve", "--stub", str(stub)], env=env, stderr=subprocess.PIPE, text=True
+    )
     try:
         banner = proc.stderr.readline() if proc.stderr else ""
         assert f"'scripted' at http://127.0.0.1:{port}/v1" in banner and "context 2048 tokens" in banner
         deadline = time.monotonic() + 30
         while True:
             try:
-                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                               json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+                r = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions",
+                    json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
+                )
                 break
             except httpx.ConnectError:
                 assert time.monotonic() < deadline
@@ -80,9 +97,16 @@ def test_serve_stub_process(tmp_path: Path) -> None:
 
 def test_cli_import_stays_light() -> None:
     """``tinytitan --help`` must not pull in mlx, llguidance, transformers or the web stack."""
-    code = ("import sys, tinytitan.cli.app; "
-            "heavy = [m for m in ('mlx', 'mlx_lm', 'llguidance', 'transformers', 'litestar', 'uvicorn') "
-            "if m in sys.modules]; print(heavy)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, check=True).stdout.strip()
+    code = (
+        "import sys, tinytitan.cli.app; "
+        "heavy = [m for m in ('mlx', 'mlx_lm', 'llguidance', 'transformers', 'litestar', 'uvicorn') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == "[]"

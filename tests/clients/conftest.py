@@ -85,8 +85,13 @@ def _start_server(script: dict[str, Any], directory: Path) -> tuple[subprocess.P
     log = directory / "server.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port)}
     with log.open("wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "tinytitan", "serve", "--stub", str(script_path)],
-                                env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tinytitan", "serve", "--stub", str(script_path)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     server = StubServer(f"http://127.0.0.1:{port}", port, log)
     deadline = time.monotonic() + 60
     while True:
@@ -137,8 +142,10 @@ class Run:
     stderr: str
 
     def describe(self) -> str:
-        return (f"$ {' '.join(self.argv[:3])} ... (exit {self.returncode})\n"
-                f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+        return (
+            f"$ {' '.join(self.argv[:3])} ... (exit {self.returncode})\n"
+            f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
+        )
 
     def json_lines(self) -> list[dict[str, Any]]:
         """The stdout lines that are JSON objects (``--json`` / ``--mode json`` / stream-json output)."""
@@ -153,12 +160,25 @@ class Run:
         return out
 
 
-def run_client(argv: Sequence[str], *, env: dict[str, str], cwd: Path, timeout: float = CLIENT_TIMEOUT,
-               stdin_text: str | None = None) -> Run:
+def run_client(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = CLIENT_TIMEOUT,
+    stdin_text: str | None = None,
+) -> Run:
     """Run a CLI headless: stdin /dev/null (or the given text), its own process group (killed whole on timeout)."""
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(stdin_text, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -189,8 +209,15 @@ class Workspace:
 
     def base_env(self) -> dict[str, str]:
         """A minimal environment: nothing from the developer's own accounts or configs leaks in."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "LANG": "C.UTF-8",
-               "TERM": "dumb", "NO_COLOR": "1", "TMPDIR": str(self.root), "CI": "true"}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "TMPDIR": str(self.root),
+            "CI": "true",
+        }
         return env
 
 
@@ -211,12 +238,28 @@ class Codex:
     ws: Workspace
 
     def run(self, server: StubServer, prompt: str, *extra: str, json_events: bool = False) -> Run:
-        provider = (f'model_providers.local={{name="local", base_url="{server.v1}", '
-                    'env_key="LOCAL_API_KEY", wire_api="responses"}')
-        argv = [str(self.binary), "exec", "--skip-git-repo-check",
-                "-c", f'model="{MODEL}"', "-c", 'model_provider="local"', "-c", provider,
-                "-c", "analytics.enabled=false", "-c", "features.plugins=false",
-                "-c", "check_for_update_on_startup=false", *extra]
+        provider = (
+            f'model_providers.local={{name="local", base_url="{server.v1}", '
+            'env_key="LOCAL_API_KEY", wire_api="responses"}'
+        )
+        argv = [
+            str(self.binary),
+            "exec",
+            "--skip-git-repo-check",
+            "-c",
+            f'model="{MODEL}"',
+            "-c",
+            'model_provider="local"',
+            "-c",
+            provider,
+            "-c",
+            "analytics.enabled=false",
+            "-c",
+            "features.plugins=false",
+            "-c",
+            "check_for_update_on_startup=false",
+            *extra,
+        ]
         if json_events:
             argv.append("--json")
         env = {**self.ws.base_env(), "CODEX_HOME": str(self.ws.config), "LOCAL_API_KEY": "unused"}
@@ -230,13 +273,19 @@ class Pi:
     binary: Path
     ws: Workspace
 
-    def run(self, server: StubServer, prompt: str, *extra: str, reasoning: bool = False,
-            json_events: bool = False, api: str = "openai-completions") -> Run:
+    def run(
+        self,
+        server: StubServer,
+        prompt: str,
+        *extra: str,
+        reasoning: bool = False,
+        json_events: bool = False,
+        api: str = "openai-completions",
+    ) -> Run:
         """``api``: openai-completions (pi's usual), openai-responses or anthropic-messages."""
         model: dict[str, Any] = {"id": MODEL, **({"reasoning": True} if reasoning else {})}
         base_url = server.url if api == "anthropic-messages" else server.v1
-        models = {"providers": {"local": {"baseUrl": base_url, "api": api, "apiKey": "unused",
-                                          "models": [model]}}}
+        models = {"providers": {"local": {"baseUrl": base_url, "api": api, "apiKey": "unused", "models": [model]}}}
         (self.ws.config / "models.json").write_text(json.dumps(models), encoding="utf-8")
         argv = [str(self.binary), "-p", "--provider", "local", "--model", MODEL, "--no-session", *extra]
         if json_events:
@@ -280,10 +329,8 @@ class Claude:
 
     def session(self, server: StubServer, *prompts: str) -> Run:
         """Several user turns in one headless session (stream-json in and out)."""
-        turns = "".join(json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n"
-                        for p in prompts)
-        argv = [str(self.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-                "--verbose"]
+        turns = "".join(json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n" for p in prompts)
+        argv = [str(self.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
         return run_client(argv, env=self.env(server), cwd=self.ws.work, stdin_text=turns)
 
 

@@ -33,12 +33,22 @@ def test_say_hi(stub, claude) -> None:  # type: ignore[no-untyped-def]
 
 def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
     target = claude.ws.work / "hello.txt"
-    server = stub({"rules": [
-        {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
-        {"when": {"user_contains": "hello.txt"},
-         "reply": {"reasoning": "Write the file.", "tool_calls": [{"name": "Write",
-                                   "arguments": {"file_path": str(target), "content": "written by claude"}}]}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
+                {
+                    "when": {"user_contains": "hello.txt"},
+                    "reply": {
+                        "reasoning": "Write the file.",
+                        "tool_calls": [
+                            {"name": "Write", "arguments": {"file_path": str(target), "content": "written by claude"}}
+                        ],
+                    },
+                },
+            ]
+        }
+    )
     run = claude.run(server, "create hello.txt", "--allowedTools", "Write")
     assert run.returncode == 0, run.describe()
     result = _result(run)
@@ -56,8 +66,13 @@ def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_thinking(stub, claude) -> None:  # type: ignore[no-untyped-def]
-    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "default_reasoning": "medium",
-                   "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}]})
+    server = stub(
+        {
+            "reasoning_levels": ["off", "low", "medium", "high"],
+            "default_reasoning": "medium",
+            "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}],
+        }
+    )
     run = claude.run(server, "think, then answer", output_format="stream-json")
     assert run.returncode == 0, run.describe()
     blocks = [b for e in run.json_lines() if e.get("type") == "assistant" for b in e["message"]["content"]]
@@ -74,11 +89,20 @@ def test_thinking(stub, claude) -> None:  # type: ignore[no-untyped-def]
 def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type: ignore[no-untyped-def]
     big = claude.ws.work / "big.txt"
     big.write_text("".join(f"line {i:05d} of a long file\n" for i in range(1500)))  # ~40k characters
-    server = stub({"rules": [
-        {"when": {"last_role": "tool"}, "reply": {"text": "Read it."}},
-        {"when": {"user_contains": "big.txt"},
-         "reply": {"reasoning": "Read it.", "tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}]}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"last_role": "tool"}, "reply": {"text": "Read it."}},
+                {
+                    "when": {"user_contains": "big.txt"},
+                    "reply": {
+                        "reasoning": "Read it.",
+                        "tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}],
+                    },
+                },
+            ]
+        }
+    )
     run = claude.run(server, "read big.txt", "--allowedTools", "Read")
     assert run.returncode == 0, run.describe()
     assert _result(run)["result"] == "Read it.", run.describe()
@@ -89,10 +113,14 @@ def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type:
 
 
 def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # type: ignore[no-untyped-def]
-    server = stub({"rules": [
-        {"when": {"stream": True}, "reply": {"text": "this stream breaks " * 5, "fail_after_events": 3}},
-        {"when": {"stream": False}, "reply": {"text": REPLY}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"stream": True}, "reply": {"text": "this stream breaks " * 5, "fail_after_events": 3}},
+                {"when": {"stream": False}, "reply": {"text": REPLY}},
+            ]
+        }
+    )
     run = claude.run(server, "say hi")
     assert run.returncode == 0, run.describe()
     assert _result(run)["result"] == REPLY, run.describe()
@@ -103,10 +131,14 @@ def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # ty
 
 
 def test_multi_turn_session_resends_history(stub, claude) -> None:  # type: ignore[no-untyped-def]
-    server = stub({"rules": [
-        {"when": {"user_contains": "second"}, "reply": {"reasoning": "Again.", "text": "second answer"}},
-        {"reply": {"reasoning": "First thoughts.", "text": "first answer"}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"user_contains": "second"}, "reply": {"reasoning": "Again.", "text": "second answer"}},
+                {"reply": {"reasoning": "First thoughts.", "text": "first answer"}},
+            ]
+        }
+    )
     run = claude.session(server, "first question", "second question")
     assert run.returncode == 0, run.describe()
     results = [e for e in run.json_lines() if e.get("type") == "result"]
@@ -117,5 +149,7 @@ def test_multi_turn_session_resends_history(stub, claude) -> None:  # type: igno
     first, second = server.requests()
     # The whole history is resent; the earlier turn's thinking is not rendered back into the prompt.
     assert [(m["role"], m["content"]) for m in second["messages"][1:]] == [
-        ("assistant", "first answer"), ("user", "second question")]
+        ("assistant", "first answer"),
+        ("user", "second question"),
+    ]
     assert second["messages"][0] == first["messages"][0]

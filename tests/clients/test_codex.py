@@ -31,12 +31,20 @@ def test_say_hi(stub, codex) -> None:  # type: ignore[no-untyped-def]
 
 def test_tool_round_trip(stub, codex) -> None:  # type: ignore[no-untyped-def]
     command = "printf 'written by codex' > hello.txt"
-    server = stub({"rules": [
-        {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
-        {"when": {"user_contains": "hello.txt"},
-         "reply": {"reasoning": "Use the shell.",
-                   "tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
+                {
+                    "when": {"user_contains": "hello.txt"},
+                    "reply": {
+                        "reasoning": "Use the shell.",
+                        "tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}],
+                    },
+                },
+            ]
+        }
+    )
     # No sandbox: `-s workspace-write` works here too, but needs user namespaces for bubblewrap, which
     # a CI container may not grant; the run is confined to its temporary directory either way.
     run = codex.run(server, "create hello.txt", "--dangerously-bypass-approvals-and-sandbox")
@@ -55,15 +63,28 @@ def test_tool_round_trip(stub, codex) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_thinking(stub, codex) -> None:  # type: ignore[no-untyped-def]
-    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "default_reasoning": "low",
-                   "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}]})
-    run = codex.run(server, "think, then answer", "-c", 'model_reasoning_effort="high"',
-                    "-c", 'model_reasoning_summary="detailed"', json_events=True)
+    server = stub(
+        {
+            "reasoning_levels": ["off", "low", "medium", "high"],
+            "default_reasoning": "low",
+            "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}],
+        }
+    )
+    run = codex.run(
+        server,
+        "think, then answer",
+        "-c",
+        'model_reasoning_effort="high"',
+        "-c",
+        'model_reasoning_summary="detailed"',
+        json_events=True,
+    )
     assert run.returncode == 0, run.describe()
     events = run.json_lines()
     items = [e["item"] for e in events if e.get("type") == "item.completed"]
     assert {"type": "reasoning", "text": "Weighing the options first."} in [
-        {k: i[k] for k in ("type", "text")} for i in items if i["type"] == "reasoning"]
+        {k: i[k] for k in ("type", "text")} for i in items if i["type"] == "reasoning"
+    ]
     assert [i["text"] for i in items if i["type"] == "agent_message"] == [REPLY]
     (done,) = [e for e in events if e.get("type") == "turn.completed"]
     assert done["usage"]["reasoning_output_tokens"] > 0

@@ -22,12 +22,22 @@ def test_say_hi(stub, pi) -> None:  # type: ignore[no-untyped-def]
 
 def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
     target = pi.ws.work / "hello.txt"
-    server = stub({"rules": [
-        {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
-        {"when": {"user_contains": "hello.txt"},
-         "reply": {"reasoning": "Write it.",
-                   "tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
-    ]})
+    server = stub(
+        {
+            "rules": [
+                {"when": {"last_role": "tool"}, "reply": {"text": "Created hello.txt."}},
+                {
+                    "when": {"user_contains": "hello.txt"},
+                    "reply": {
+                        "reasoning": "Write it.",
+                        "tool_calls": [
+                            {"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}
+                        ],
+                    },
+                },
+            ]
+        }
+    )
     run = pi.run(server, "create hello.txt")
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == "Created hello.txt.", run.describe()
@@ -43,8 +53,13 @@ def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
-    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "default_reasoning": "low",
-                   "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}]})
+    server = stub(
+        {
+            "reasoning_levels": ["off", "low", "medium", "high"],
+            "default_reasoning": "low",
+            "rules": [{"reply": {"reasoning": "Weighing the options first.", "text": REPLY}}],
+        }
+    )
     run = pi.run(server, "think, then answer", "--thinking", "high", reasoning=True, json_events=True)
     assert run.returncode == 0, run.describe()
     ends = [e["message"] for e in run.json_lines() if e.get("type") == "message_end"]
@@ -62,17 +77,29 @@ def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
     assert first["reasoning_level"] == "high"
 
 
-@pytest.mark.parametrize(("api", "path"), [("openai-responses", "/v1/responses"),
-                                           ("anthropic-messages", "/v1/messages")])
+@pytest.mark.parametrize(
+    ("api", "path"), [("openai-responses", "/v1/responses"), ("anthropic-messages", "/v1/messages")]
+)
 def test_tool_round_trip_over_the_other_protocols(stub, pi, api: str, path: str) -> None:  # type: ignore[no-untyped-def]
     """pi speaks all three protocols: the same scripted turn works over Responses and Messages too."""
     target = pi.ws.work / "hello.txt"
-    server = stub({"reasoning_levels": ["off", "low", "medium", "high"], "rules": [
-        {"when": {"last_role": "tool"}, "reply": {"reasoning": "It is written.", "text": "Created hello.txt."}},
-        {"when": {"user_contains": "hello.txt"},
-         "reply": {"reasoning": "Write it.",
-                   "tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}]}},
-    ]})
+    server = stub(
+        {
+            "reasoning_levels": ["off", "low", "medium", "high"],
+            "rules": [
+                {"when": {"last_role": "tool"}, "reply": {"reasoning": "It is written.", "text": "Created hello.txt."}},
+                {
+                    "when": {"user_contains": "hello.txt"},
+                    "reply": {
+                        "reasoning": "Write it.",
+                        "tool_calls": [
+                            {"name": "write", "arguments": {"path": str(target), "content": "written by pi"}}
+                        ],
+                    },
+                },
+            ],
+        }
+    )
     run = pi.run(server, "create hello.txt", "--thinking", "high", reasoning=True, api=api)
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == "Created hello.txt.", run.describe()

@@ -33,15 +33,12 @@ MODEL = "stub-model"
 SESSION = (
     Message("system", "You are a coding agent."),
     Message("user", "Make the build use ruff; keep line length 110."),
-    Message(
-        "assistant", "Checking.", tool_calls=(ToolCallSpec("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)
-    ),
+    Message("assistant", "Checking.", tool_calls=(ToolCallSpec("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)),
     Message("tool", "[tool.ruff]\nline-length = 100", tool_call_id="c1"),
     Message("assistant", "I changed line-length to 110 in pyproject.toml; black was rejected (slower)."),
 )
 NOTE = (
-    "Requirements:\n- ruff with line length 110\nDecisions:\n- ruff over black (slower)\n"
-    "Next step:\n- run ruff check"
+    "Requirements:\n- ruff with line length 110\nDecisions:\n- ruff over black (slower)\nNext step:\n- run ruff check"
 )
 LOOP = "\n".join(["- the same line repeated again and again"] * 8)
 
@@ -110,9 +107,7 @@ def test_guard_drops_echoed_instruction_lines() -> None:
 
 def test_repetition_loop_is_retried_once_with_a_plain_instruction() -> None:
     assert is_repetition_loop(LOOP) and not is_repetition_loop(NOTE)
-    result, backend, _ = _run(
-        [_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary of the ruff change.")]
-    )
+    result, backend, _ = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary of the ruff change.")])
     assert (result.mode, result.note, result.passes) == (
         "model",
         "Short plain summary of the ruff change.",
@@ -147,9 +142,7 @@ def test_note_over_budget_is_compressed() -> None:
 
 def test_compression_still_over_budget_trims_the_note() -> None:
     long_note = NOTE + "\n" + "\n".join(f"- detail number {i} about the build" for i in range(40))
-    result, backend, _ = _run(
-        [_ask(COMPRESS_ASK, long_note + " more"), _ask(HANDOVER_ASK, long_note)], max_tokens=64
-    )
+    result, backend, _ = _run([_ask(COMPRESS_ASK, long_note + " more"), _ask(HANDOVER_ASK, long_note)], max_tokens=64)
     assert result.mode == "extractive" and result.tokens <= 64
     assert result.tokens == backend.count_text(result.note)
     assert "characters omitted" in result.note

@@ -13,7 +13,9 @@ P = "response_format.json_schema.schema"
 def test_supported_schema_compiles() -> None:
     schema = {
         "type": "object",
-        "title": "ignored", "description": "ignored", "x-vendor": {"uniqueItems": True},
+        "title": "ignored",
+        "description": "ignored",
+        "x-vendor": {"uniqueItems": True},
         "properties": {
             "n": {"type": "integer", "minimum": 1, "maximum": 9},
             "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3},
@@ -29,8 +31,11 @@ def test_supported_schema_compiles() -> None:
 @pytest.mark.parametrize(
     ("schema", "keyword", "path"),
     [
-        ({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}, "uniqueItems",
-         "#/properties/a"),
+        (
+            {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}},
+            "uniqueItems",
+            "#/properties/a",
+        ),
         ({"type": "array", "contains": {"type": "integer"}}, "contains", "#"),
         ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not", "#/properties/a"),
         ({"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}}, "if", "#"),
@@ -66,8 +71,10 @@ def test_annotation_named_properties_are_kept() -> None:
     from tinytitan.engine.grammar import clean_schema
 
     schema = {"type": "object", "title": "t", "properties": {"title": {"type": "string"}, "x-id": {"type": "integer"}}}
-    assert clean_schema(schema) == {"type": "object",
-                                    "properties": {"title": {"type": "string"}, "x-id": {"type": "integer"}}}
+    assert clean_schema(schema) == {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "x-id": {"type": "integer"}},
+    }
 
 
 def test_tool_call_grammar_accepts_only_a_valid_call() -> None:
@@ -75,8 +82,13 @@ def test_tool_call_grammar_accepts_only_a_valid_call() -> None:
 
     from tinytitan.engine.grammar import tool_call_grammar
 
-    schema = {"type": "object", "$defs": {"d": {"type": "integer", "minimum": 1, "maximum": 5}},
-              "properties": {"a": {"$ref": "#/$defs/d"}}, "required": ["a"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "$defs": {"d": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "properties": {"a": {"$ref": "#/$defs/d"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     grammar = tool_call_grammar([("f", schema), ("g", None)], '"<tool_call>"', '"</tool_call>"')
     tok = llguidance.LLTokenizer("byte")
 
@@ -96,8 +108,9 @@ def test_schema_grammar_with_a_closed_thought_prefix() -> None:
 
     from tinytitan.engine.grammar import schema_grammar
 
-    grammar = schema_grammar({"type": "object", "properties": {"n": {"enum": [1, 2]}}, "required": ["n"]},
-                             '"</think>" "\\n\\n"')
+    grammar = schema_grammar(
+        {"type": "object", "properties": {"n": {"enum": [1, 2]}}, "required": ["n"]}, '"</think>" "\\n\\n"'
+    )
     tok = llguidance.LLTokenizer("byte")
     matcher = llguidance.LLMatcher(tok, grammar)
     assert matcher.consume_tokens(tok.tokenize_str('</think>\n\n{"n": 2}')) and matcher.is_accepting()

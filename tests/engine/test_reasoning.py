@@ -73,5 +73,10 @@ def test_budget_tokens_accepted_and_logged(caplog: pytest.LogCaptureFixture) -> 
 
 def test_aliases() -> None:
     assert [normalize_level(w) for w in ("auto", "thinking", "true", "highest", "Extra High", "nope")] == [
-        "on", "on", "on", "xhigh", "xhigh", None,
+        "on",
+        "on",
+        "on",
+        "xhigh",
+        "xhigh",
+        None,
     ]

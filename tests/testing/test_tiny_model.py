@@ -13,15 +13,21 @@ from tinytitan.testing.tiny_model import QWEN3_SPECIAL_TOKENS, QWEN_PATTERN, tin
 SAMPLE = (
     "Hello, world! The year 2024 had 366 days; 3.14159 ≈ π. 你好，世界。Привет! "
     "def f(x):\n    return x ** 2  # comment\n\n\n  indented\ttabs   and  spaces 's 'll "
-    "emoji 🚀🎉 naïve café <div class=\"a\">x</div> 1234567890 https://example.com/a?b=c"
+    'emoji 🚀🎉 naïve café <div class="a">x</div> 1234567890 https://example.com/a?b=c'
 )
 
 
 def test_cached_build_is_reused(tiny_dir: Path) -> None:
     assert tiny_model_dir() == tiny_dir
     names = {p.name for p in tiny_dir.iterdir()}
-    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-            "tokenizer_config.json", "chat_template.jinja"} <= names
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+    } <= names
     config = json.loads((tiny_dir / "config.json").read_text())
     assert config["model_type"] == "qwen3" and config["vocab_size"] == 151936 and config["hidden_size"] == 64
     tok_config = json.loads((tiny_dir / "tokenizer_config.json").read_text())
@@ -50,8 +56,9 @@ def test_mlx_lm_loads_it(tiny_dir: Path) -> None:
     assert tokenizer.has_tool_calling and tokenizer.tool_call_start == "<tool_call>"
     assert tokenizer.think_start == "<think>"
     assert {151643, 151645} <= set(tokenizer.eos_token_ids)
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
-                                         tokenize=False, enable_thinking=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False, enable_thinking=False
+    )
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 

@@ -47,7 +47,12 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         return responses_store
 
     handlers: list[Any] = [
-        health, health_head, ModelsController, ChatCompletionsController, ResponsesController, MessagesController,
+        health,
+        health_head,
+        ModelsController,
+        ChatCompletionsController,
+        ResponsesController,
+        MessagesController,
         openapi_route(),
     ]
     if hasattr(engine.backend, "recorded"):

@@ -71,9 +71,11 @@ def _check(scope: Scope, headers: dict[str, str], config: GuardConfig) -> str | 
             raise AuthenticationFailed("missing or invalid API key")
     if scope["method"] == "POST":
         media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        has_body = "content-type" in headers or "transfer-encoding" in headers or headers.get(
-            "content-length", "0"
-        ).strip() not in ("", "0")
+        has_body = (
+            "content-type" in headers
+            or "transfer-encoding" in headers
+            or headers.get("content-length", "0").strip() not in ("", "0")
+        )
         if media != "application/json" and (has_body or not path.endswith(_NO_BODY_POSTS)):
             raise UnsupportedMediaType(f"content-type must be application/json, got '{media or 'none'}'")
     return cors
@@ -89,6 +91,7 @@ def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
 
 def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
     """Wrap the whole app (not only matched routes, so 404 / 405 answers are stamped too)."""
+
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
@@ -119,11 +122,13 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
         if cors is not None:
             extra.extend(_cors_headers(cors))
             if scope["method"] == "OPTIONS":
-                extra.extend([
-                    (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
-                    (b"access-control-allow-headers", b"*"),
-                    (b"access-control-max-age", b"600"),
-                ])
+                extra.extend(
+                    [
+                        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                        (b"access-control-allow-headers", b"*"),
+                        (b"access-control-max-age", b"600"),
+                    ]
+                )
                 await send_with_headers({"type": "http.response.start", "status": 204, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
                 return

@@ -81,8 +81,10 @@ def _responses(anthropic: bool, *, stream: bool = False) -> dict[str, Any]:
     error = {"$ref": _REF.format(name="AnthropicError" if anthropic else "OpenAIError")}
     return {
         "200": {"description": "OK", "content": ok},
-        "4XX": {"description": "A refusal, in the protocol's error envelope",
-                "content": {"application/json": {"schema": error}}},
+        "4XX": {
+            "description": "A refusal, in the protocol's error envelope",
+            "content": {"application/json": {"schema": error}},
+        },
     }
 
 

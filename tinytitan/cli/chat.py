@@ -35,14 +35,22 @@ async def chat_turn(engine: Engine, history: list[Message], *, max_tokens: int |
             typer.secho(f"\n[tool call {event.name} {event.arguments_json}]", fg=typer.colors.YELLOW, nl=False)
         elif isinstance(event, Finished):
             u = event.usage
-            typer.secho(f"\n[{event.reason}; {u.prompt_tokens} prompt ({u.cached_tokens} cached), "
-                        f"{u.completion_tokens} generated]", dim=True)
+            typer.secho(
+                f"\n[{event.reason}; {u.prompt_tokens} prompt ({u.cached_tokens} cached), "
+                f"{u.completion_tokens} generated]",
+                dim=True,
+            )
     return "".join(text)
 
 
 def chat(
-    model: str = typer.Option(None, "--model", envvar="TINYTITAN_MODEL", metavar="DIR_OR_ID",
-                              help="A local model directory or a hub id, as for serve."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        envvar="TINYTITAN_MODEL",
+        metavar="DIR_OR_ID",
+        help="A local model directory or a hub id, as for serve.",
+    ),
     stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Chat with a scripted backend."),
     system: str = typer.Option(None, "--system", help="A system prompt."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Cap each answer (tokens)."),

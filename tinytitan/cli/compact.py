@@ -78,9 +78,7 @@ def compact(
         "--instructions",
         help="Instructions to carry in the --json output (as the endpoint echoes them).",
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print the object POST /v1/responses/compact returns."
-    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the object POST /v1/responses/compact returns."),
     max_context: int = typer.Option(None, "--max-context", help="Cap the context window (tokens)."),
 ) -> None:
     """Compact a saved session into a handover note, offline, with the server's own compaction."""
@@ -117,9 +115,7 @@ def compact(
 
     try:
         result = asyncio.run(
-            run_compaction(
-                engine, engine.info.id, messages, notes=notes, max_tokens=max_tokens, progress=progress
-            )
+            run_compaction(engine, engine.info.id, messages, notes=notes, max_tokens=max_tokens, progress=progress)
         )
     except TinyTitanError as exc:
         raise _fail(exc.message) from None

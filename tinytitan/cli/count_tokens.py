@@ -22,13 +22,22 @@ def count_tokens(
         str,
         typer.Argument(metavar="REQUEST.json", help="A Chat, Responses or Messages request body; '-' reads stdin."),
     ] = "-",
-    api: str = typer.Option(None, "--api", metavar="chat|responses|messages",
-                            help="The request's protocol (default: detected from its fields)."),
-    model: str = typer.Option(None, "--model", envvar="TINYTITAN_MODEL", metavar="DIR_OR_ID",
-                              help="A local model directory or a hub id, as for serve."),
+    api: str = typer.Option(
+        None,
+        "--api",
+        metavar="chat|responses|messages",
+        help="The request's protocol (default: detected from its fields).",
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        envvar="TINYTITAN_MODEL",
+        metavar="DIR_OR_ID",
+        help="A local model directory or a hub id, as for serve.",
+    ),
     stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Count with a scripted backend."),
     max_context: int = typer.Option(None, "--max-context", help="Cap the context window (tokens)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {\"prompt_tokens\", \"api\", \"model\"}."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"prompt_tokens", "api", "model"}.'),
 ) -> None:
     """Print the prompt tokens a request takes, exactly as the server reports usage.prompt_tokens."""
     import asyncio

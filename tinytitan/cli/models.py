@@ -39,10 +39,12 @@ def _server_models(url: str) -> list[dict[str, Any]]:
 
 
 def models(
-    url: str = typer.Option(None, "--url", metavar="URL",
-                            help="List what a running server serves instead (e.g. http://127.0.0.1:8096)."),
-    cache_dir: str = typer.Option(None, "--cache-dir", envvar="HF_HUB_CACHE",
-                                  help="The Hugging Face hub cache to scan."),
+    url: str = typer.Option(
+        None, "--url", metavar="URL", help="List what a running server serves instead (e.g. http://127.0.0.1:8096)."
+    ),
+    cache_dir: str = typer.Option(
+        None, "--cache-dir", envvar="HF_HUB_CACHE", help="The Hugging Face hub cache to scan."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List the models you can serve: cached hub models (or a running server's, with --url)."""
@@ -56,8 +58,10 @@ def models(
         return
     if not rows:
         where = url or "the Hugging Face cache"
-        typer.echo(f"no models found in {where}; `tinytitan serve --model ORG/NAME` downloads one, "
-                   "or point --model at a local directory")
+        typer.echo(
+            f"no models found in {where}; `tinytitan serve --model ORG/NAME` downloads one, "
+            "or point --model at a local directory"
+        )
         return
     from rich.console import Console
     from rich.table import Table

@@ -23,8 +23,9 @@ def build_backend(settings: Settings) -> Backend:
     if settings.stub:
         from tinytitan.engine.backends.stub import StubBackend, load_script
 
-        return StubBackend(load_script(settings.stub), model_id=settings.model_id,
-                           context_override=settings.max_context)
+        return StubBackend(
+            load_script(settings.stub), model_id=settings.model_id, context_override=settings.max_context
+        )
     from tinytitan.cpu_blas import ensure_openblas
 
     ensure_openblas()  # may re-exec this process once, before mlx is imported
@@ -50,35 +51,82 @@ def _fail(message: str) -> typer.Exit:
 
 
 def serve(
-    model: str = typer.Option(None, "--model", envvar="TINYTITAN_MODEL", metavar="DIR_OR_ID",
-                              help="A local model directory or a Hugging Face hub id (org/name)."),
-    model_id: str = typer.Option(None, "--model-id", envvar="TINYTITAN_MODEL_ID",
-                                 help="The id clients use (default: the directory or repo name)."),
-    host: str = typer.Option(DEFAULT_HOST, "--host", envvar="TINYTITAN_HOST",
-                             help="Address to bind. Anything but loopback requires --api-key."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        envvar="TINYTITAN_MODEL",
+        metavar="DIR_OR_ID",
+        help="A local model directory or a Hugging Face hub id (org/name).",
+    ),
+    model_id: str = typer.Option(
+        None,
+        "--model-id",
+        envvar="TINYTITAN_MODEL_ID",
+        help="The id clients use (default: the directory or repo name).",
+    ),
+    host: str = typer.Option(
+        DEFAULT_HOST,
+        "--host",
+        envvar="TINYTITAN_HOST",
+        help="Address to bind. Anything but loopback requires --api-key.",
+    ),
     port: int = typer.Option(DEFAULT_PORT, "--port", envvar="TINYTITAN_PORT", help="Port to listen on."),
-    api_key: str = typer.Option(None, "--api-key", envvar="TINYTITAN_API_KEY",
-                                help="Require this key (Bearer or x-api-key) on every route but /health."),
-    cors_origin: list[str] = typer.Option([], "--cors-origin", envvar="TINYTITAN_CORS_ORIGIN",
-                                          help="Allow browser requests from this origin (repeatable)."),
-    queue_limit: int = typer.Option(4, "--queue-limit", envvar="TINYTITAN_QUEUE_LIMIT",
-                                    help="Requests that may wait beyond the running one; more are refused (429/529)."),
-    max_context: int = typer.Option(None, "--max-context", envvar="TINYTITAN_MAX_CONTEXT",
-                                    help="Cap the context window (tokens)."),
-    reasoning: str = typer.Option(None, "--reasoning", envvar="TINYTITAN_REASONING", metavar="LEVEL",
-                                  help="Default reasoning level: off, on, minimal, low, medium, high, xhigh, max."),
-    thinking: str = typer.Option(None, "--thinking", envvar="TINYTITAN_THINKING", metavar="on|off",
-                                 help="Shorthand for --reasoning on / off."),
-    stub: str = typer.Option(None, "--stub", envvar="TINYTITAN_STUB", metavar="SCRIPT.json",
-                             help="Serve a scripted backend instead of a model (tests, client wiring)."),
-    log_level: str = typer.Option("info", "--log-level", envvar="TINYTITAN_LOG_LEVEL",
-                                  help="debug, info, warning or error."),
-    prompt_cache_entries: int = typer.Option(4, "--prompt-cache-entries", envvar="TINYTITAN_PROMPT_CACHE_ENTRIES",
-                                             help="KV snapshots kept for prompt-prefix reuse."),
-    prompt_cache_mib: int = typer.Option(2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB",
-                                         help="Memory bound of the prompt cache (MiB)."),
-    dtype: str = typer.Option("auto", "--dtype", envvar="TINYTITAN_DTYPE",
-                              help="Compute dtype: auto (fastest measured), float32, bfloat16, float16, native."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="TINYTITAN_API_KEY",
+        help="Require this key (Bearer or x-api-key) on every route but /health.",
+    ),
+    cors_origin: list[str] = typer.Option(
+        [],
+        "--cors-origin",
+        envvar="TINYTITAN_CORS_ORIGIN",
+        help="Allow browser requests from this origin (repeatable).",
+    ),
+    queue_limit: int = typer.Option(
+        4,
+        "--queue-limit",
+        envvar="TINYTITAN_QUEUE_LIMIT",
+        help="Requests that may wait beyond the running one; more are refused (429/529).",
+    ),
+    max_context: int = typer.Option(
+        None, "--max-context", envvar="TINYTITAN_MAX_CONTEXT", help="Cap the context window (tokens)."
+    ),
+    reasoning: str = typer.Option(
+        None,
+        "--reasoning",
+        envvar="TINYTITAN_REASONING",
+        metavar="LEVEL",
+        help="Default reasoning level: off, on, minimal, low, medium, high, xhigh, max.",
+    ),
+    thinking: str = typer.Option(
+        None, "--thinking", envvar="TINYTITAN_THINKING", metavar="on|off", help="Shorthand for --reasoning on / off."
+    ),
+    stub: str = typer.Option(
+        None,
+        "--stub",
+        envvar="TINYTITAN_STUB",
+        metavar="SCRIPT.json",
+        help="Serve a scripted backend instead of a model (tests, client wiring).",
+    ),
+    log_level: str = typer.Option(
+        "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
+    ),
+    prompt_cache_entries: int = typer.Option(
+        4,
+        "--prompt-cache-entries",
+        envvar="TINYTITAN_PROMPT_CACHE_ENTRIES",
+        help="KV snapshots kept for prompt-prefix reuse.",
+    ),
+    prompt_cache_mib: int = typer.Option(
+        2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB", help="Memory bound of the prompt cache (MiB)."
+    ),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        envvar="TINYTITAN_DTYPE",
+        help="Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.",
+    ),
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     from tinytitan.engine.reasoning import normalize_level
@@ -92,9 +140,20 @@ def serve(
     if level_word is not None and level is None:
         raise _fail(f"unknown reasoning level '{level_word}'")
     settings = Settings(
-        model=model, model_id=model_id, host=host, port=port, api_key=api_key, cors_origins=list(cors_origin),
-        queue_limit=queue_limit, max_context=max_context, reasoning=level, stub=stub, log_level=log_level.lower(),
-        prompt_cache_entries=prompt_cache_entries, prompt_cache_mib=prompt_cache_mib, dtype=dtype,
+        model=model,
+        model_id=model_id,
+        host=host,
+        port=port,
+        api_key=api_key,
+        cors_origins=list(cors_origin),
+        queue_limit=queue_limit,
+        max_context=max_context,
+        reasoning=level,
+        stub=stub,
+        log_level=log_level.lower(),
+        prompt_cache_entries=prompt_cache_entries,
+        prompt_cache_mib=prompt_cache_mib,
+        dtype=dtype,
     )
     try:
         settings.check()

@@ -96,9 +96,7 @@ def encode_payload(summary: str, mode: str, model: str, created_at: int | None =
 def decode_payload(content: object, param: str = "encrypted_content") -> dict[str, object]:
     """The payload of a compaction item; refuses missing, unreadable and other-version payloads by name."""
     if not isinstance(content, str) or not content:
-        raise InvalidRequest(
-            "a compaction item needs its encrypted_content", param=param, code="invalid_value"
-        )
+        raise InvalidRequest("a compaction item needs its encrypted_content", param=param, code="invalid_value")
     try:
         body = json.loads(base64.b64decode(content.encode("ascii"), validate=True).decode("utf-8"))
     except (ValueError, UnicodeError, binascii.Error) as exc:
@@ -115,8 +113,7 @@ def decode_payload(content: object, param: str = "encrypted_content") -> dict[st
         )
     if body.get("v") != PAYLOAD_VERSION:
         raise InvalidRequest(
-            f"compaction payload version {body.get('v')!r} is not supported "
-            f"(this server reads v{PAYLOAD_VERSION})",
+            f"compaction payload version {body.get('v')!r} is not supported (this server reads v{PAYLOAD_VERSION})",
             param=param,
             code="compaction_payload_version",
         )
@@ -134,9 +131,7 @@ def summary_preamble(summary: str) -> str:
 # -- arithmetic and text --------------------------------------------------------------------------------
 
 
-def compaction_budget(
-    context_window: int, requested: int | None, param: str = "max_compaction_tokens"
-) -> int:
+def compaction_budget(context_window: int, requested: int | None, param: str = "max_compaction_tokens") -> int:
     """given → min(given, context/2); else min(4096, max(256, context/8)); ≤ 0 → 400."""
     if requested is not None:
         if requested <= 0:

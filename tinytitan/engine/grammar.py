@@ -32,16 +32,37 @@ JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 # compact JSON: no free whitespace, so a document cannot stall in indentation (random weights do)
 JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 DEFAULT_TOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-ANNOTATIONS = frozenset({
-    "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated", "readOnly",
-    "writeOnly",
-})
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "$schema",
+        "$id",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
 _UNIMPLEMENTED = re.compile(r"Unimplemented keys: \[(.*)\]")
 # keywords whose value is a map of name -> subschema, or a list / single subschema
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-               "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+_SCHEMA_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "additionalItems",
+)
 
 
 def clean_schema(schema: Any) -> Any:

@@ -97,8 +97,9 @@ class OutputParser:
         if self.buffer:
             if self.state == "reasoning":
                 if self.buffer.strip():
-                    events.append(ReasoningDelta(self.buffer.rstrip() if self.reasoning_started
-                                                 else self.buffer.strip()))
+                    events.append(
+                        ReasoningDelta(self.buffer.rstrip() if self.reasoning_started else self.buffer.strip())
+                    )
             else:
                 events.extend(self._visible(self.buffer))
             self.buffer = ""

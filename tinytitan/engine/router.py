@@ -43,9 +43,7 @@ def _strip_content(content: str | tuple[Part, ...] | None, tags: list[str]) -> s
         return _cut_spans(content, tags) or content
     if content is None:
         return None
-    parts = tuple(
-        replace(p, text=_cut_spans(p.text, tags)) if p.text is not None else p for p in content
-    )
+    parts = tuple(replace(p, text=_cut_spans(p.text, tags)) if p.text is not None else p for p in content)
     parts = tuple(p for p in parts if p.text != "" or p.type != "text")
     return parts or content
 
@@ -68,6 +66,9 @@ def strip_cli(request: ChatRequest) -> ChatRequest:
     messages = tuple(kept) or tuple(replace(m, tool_calls=()) for m in request.messages if m.role != "tool")
     log.info(
         "request %s strip: dropped %d tool definitions and %d messages; cut <%s> spans",
-        request.request_id, len(request.tools), dropped, ">, <".join(tags),
+        request.request_id,
+        len(request.tools),
+        dropped,
+        ">, <".join(tags),
     )
     return replace(request, messages=messages, tools=(), tool_choice=None)

@@ -183,6 +183,7 @@ class Job:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         try:
             await self.ticket.wait()
+
             def emit(item: Any) -> None:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 

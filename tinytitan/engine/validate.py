@@ -184,8 +184,9 @@ def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) ->
             raise InvalidRequest(f"duplicate tool call id '{call.id}'", param=f"{here}.id", code="invalid_tool_call")
         seen.add(call.id)
         if not call.name:
-            raise InvalidRequest("a tool call needs a function name", param=f"{here}.function.name",
-                                 code="invalid_tool_call")
+            raise InvalidRequest(
+                "a tool call needs a function name", param=f"{here}.function.name", code="invalid_tool_call"
+            )
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
@@ -222,7 +223,8 @@ def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
             )
         if tool.name in seen:
             raise InvalidRequest(
-                f"duplicate tool name '{tool.name}'", param=f"{where}.{request.params.tool_prefix}name",
+                f"duplicate tool name '{tool.name}'",
+                param=f"{where}.{request.params.tool_prefix}name",
                 code="invalid_tool_name",
             )
         seen.add(tool.name)

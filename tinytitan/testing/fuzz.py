@@ -57,13 +57,18 @@ def envelope_problem(path: str, status: int, body: bytes, *, anthropic: bool) ->
     if anthropic:
         err = doc.get("error") if isinstance(doc, dict) else None
         ok = (
-            isinstance(err, dict) and doc.get("type") == "error" and isinstance(err.get("type"), str)
-            and isinstance(err.get("message"), str) and isinstance(doc.get("request_id"), str)
+            isinstance(err, dict)
+            and doc.get("type") == "error"
+            and isinstance(err.get("type"), str)
+            and isinstance(err.get("message"), str)
+            and isinstance(doc.get("request_id"), str)
         )
     else:
         err = doc.get("error") if isinstance(doc, dict) else None
         ok = (
-            isinstance(err, dict) and isinstance(err.get("message"), str) and isinstance(err.get("type"), str)
+            isinstance(err, dict)
+            and isinstance(err.get("message"), str)
+            and isinstance(err.get("type"), str)
             and "code" in err
         )
     return None if ok else f"{status} on {path}: not the {'Anthropic' if anthropic else 'OpenAI'} envelope: {doc}"
@@ -75,15 +80,30 @@ def _steer(document: dict[str, Any], model: str) -> dict[str, Any]:
     for schema in doc["components"]["schemas"].values():
         props = schema.get("properties", {})
         if "model" in props:
-            props["model"] = {"anyOf": [{"const": model}, {"const": model}, {"const": model + "-fast"},
-                                        props["model"]]}
+            props["model"] = {"anyOf": [{"const": model}, {"const": model}, {"const": model + "-fast"}, props["model"]]}
         if "role" in props:
             props["role"] = {"anyOf": [{"enum": _ROLES}, props["role"]]}
     return doc
 
 
-_ODD_VALUES: list[Any] = [None, 0, -1, 2**64, -(2**63), 1e308, -0.0, "", "x" * 70_000, [], {}, True, [[[]]],
-                          {"type": "object"}, "\u0000", "stub-model"]
+_ODD_VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    2**64,
+    -(2**63),
+    1e308,
+    -0.0,
+    "",
+    "x" * 70_000,
+    [],
+    {},
+    True,
+    [[[]]],
+    {"type": "object"},
+    "\u0000",
+    "stub-model",
+]
 
 
 def _mutate(body: Any, content: bytes | None, mutation: tuple[Any, ...]) -> bytes | None:
@@ -141,8 +161,11 @@ def fuzz(
             problem = envelope_problem(path, r.status_code, body, anthropic=anthropic)
             if problem:
                 report.add_problem(problem)
-        elif (r.headers.get("content-type", "").startswith("text/event-stream") and "/chat/" in path
-              and not body.rstrip().endswith(b"data: [DONE]")):
+        elif (
+            r.headers.get("content-type", "").startswith("text/event-stream")
+            and "/chat/" in path
+            and not body.rstrip().endswith(b"data: [DONE]")
+        ):
             report.add_problem(f"chat stream without [DONE] on {path}: {body[-200:]!r}")
 
     def check(case: Any, mutations: list[tuple[Any, ...]]) -> None:
@@ -164,14 +187,24 @@ def fuzz(
                 send(case.method, path, variant, {**headers, "content-type": "application/json"})
 
     mutations = st.lists(
-        st.tuples(st.sampled_from(["garble", "drop", "retype", "stream"]), st.integers(0, 1 << 16),
-                  st.binary(max_size=8), st.sampled_from(_ODD_VALUES)),
-        min_size=per_case - 1, max_size=per_case - 1,
+        st.tuples(
+            st.sampled_from(["garble", "drop", "retype", "stream"]),
+            st.integers(0, 1 << 16),
+            st.binary(max_size=8),
+            st.sampled_from(_ODD_VALUES),
+        ),
+        min_size=per_case - 1,
+        max_size=per_case - 1,
     )
     examples = max(1, -(-requests // per_case))
 
-    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=st.one_of(strategies), mutations=mutations)
     def run(case: Any, mutations: list[tuple[Any, ...]]) -> None:
         check(case, mutations)

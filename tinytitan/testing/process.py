@@ -68,8 +68,19 @@ def serve_stub_process(
         path = Path(tmp) / "script.json"
         path.write_text(json.dumps(stub_script))
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        cmd = [sys.executable, "-m", "tinytitan", "serve", "--stub", str(path), "--port", str(port),
-               "--log-level", log_level, *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tinytitan",
+            "serve",
+            "--stub",
+            str(path),
+            "--port",
+            str(port),
+            "--log-level",
+            log_level,
+            *args,
+        ]
         process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL)
         server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
         try:

@@ -92,11 +92,23 @@ _BASE: dict[str, Any] = {
 }
 
 SHAPES: dict[str, dict[str, Any]] = {
-    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16},
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    },
     # Qwen3-0.6B's shape, for benchmarks
-    "0.6b": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
-             "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128},
+    "0.6b": {
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+    },
 }
 
 _GENERATION_CONFIG = {
@@ -173,8 +185,14 @@ def _tokenizer_config() -> dict[str, Any]:
         "add_bos_token": False,
         "add_prefix_space": False,
         "added_tokens_decoder": {
-            str(i): {"content": c, "lstrip": False, "normalized": False, "rstrip": False,
-                     "single_word": False, "special": s}
+            str(i): {
+                "content": c,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": s,
+            }
             for i, c, s in QWEN3_SPECIAL_TOKENS
         },
         "bos_token": None,
@@ -204,9 +222,7 @@ def model_config(shape: str, dtype: str) -> dict[str, Any]:
     return {**_BASE, **SHAPES[shape], "torch_dtype": dtype}
 
 
-def build_model(
-    out: str | Path, *, shape: str = "tiny", dtype: str = "float32", quantize: int | None = None
-) -> Path:
+def build_model(out: str | Path, *, shape: str = "tiny", dtype: str = "float32", quantize: int | None = None) -> Path:
     """Write a loadable model directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
@@ -255,10 +271,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
-                        help="weight dtype (default: float32 for tiny, bfloat16 for 0.6b)")
-    parser.add_argument("--quantize", type=int, choices=(2, 3, 4, 6, 8), default=None,
-                        help="quantize the weights to this many bits (group size 64)")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="weight dtype (default: float32 for tiny, bfloat16 for 0.6b)",
+    )
+    parser.add_argument(
+        "--quantize",
+        type=int,
+        choices=(2, 3, 4, 6, 8),
+        default=None,
+        help="quantize the weights to this many bits (group size 64)",
+    )
     args = parser.parse_args(argv)
     dtype = args.dtype or ("float32" if args.shape == "tiny" else "bfloat16")
     if args.out_dir.exists() and any(args.out_dir.iterdir()):

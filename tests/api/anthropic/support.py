@@ -9,7 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "CONTEXT", "MODEL", "SCRIPT", "SLOW_TEXT", "WEATHER_TOOL", "body", "frames", "script", "wait_until",
+    "CONTEXT",
+    "MODEL",
+    "SCRIPT",
+    "SLOW_TEXT",
+    "WEATHER_TOOL",
+    "body",
+    "frames",
+    "script",
+    "wait_until",
 ]
 
 MODEL = "stub-model"
@@ -21,15 +29,17 @@ SCRIPT: dict[str, Any] = {
     "context_window": CONTEXT,
     "rules": [
         {"when": {"last_role": "tool"}, "reply": {"text": "It is sunny in Paris."}},
-        {"when": {"user_contains": "weather"},
-         "reply": {"reasoning": "I should call the tool.",
-                   "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}},
-        {"when": {"user_contains": "think"},
-         "reply": {"reasoning": "Two plus two.", "text": "The answer is 4."}},
-        {"when": {"user_contains": "json"}, "reply": {"text": "{\"answer\": 4}"}},
+        {
+            "when": {"user_contains": "weather"},
+            "reply": {
+                "reasoning": "I should call the tool.",
+                "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+            },
+        },
+        {"when": {"user_contains": "think"}, "reply": {"reasoning": "Two plus two.", "text": "The answer is 4."}},
+        {"when": {"user_contains": "json"}, "reply": {"text": '{"answer": 4}'}},
         {"when": {"user_contains": "slow"}, "reply": {"text": SLOW_TEXT, "chunk_delay_ms": 50}},
-        {"when": {"user_contains": "fail"},
-         "reply": {"text": "partial answer then boom", "fail_after_events": 2}},
+        {"when": {"user_contains": "fail"}, "reply": {"text": "partial answer then boom", "fail_after_events": 2}},
         {"when": {"user_contains": "count"}, "reply": {"text": "one two three STOP four five"}},
         {"reply": {"text": "hello from tinytitan"}},
     ],
@@ -62,10 +72,10 @@ def frames(text: str) -> list[tuple[str, dict[str, Any]]]:
     event: str | None = None
     for line in text.splitlines():
         if line.startswith("event: "):
-            event = line[len("event: "):]
+            event = line[len("event: ") :]
         elif line.startswith("data: "):
             assert event is not None, "every Messages frame names its event"
-            out.append((event, json.loads(line[len("data: "):])))
+            out.append((event, json.loads(line[len("data: ") :])))
             event = None
     return out
 

@@ -20,16 +20,41 @@ CLAUDE_HEADERS = {
     "user-agent": "claude-cli/2.1.3 (external, sdk-cli)",
 }
 TOOL_NAMES = [
-    "Task", "Bash", "Glob", "Grep", "ExitPlanMode", "Read", "Edit", "Write", "NotebookEdit", "WebFetch",
-    "TodoWrite", "WebSearch", "BashOutput", "KillShell", "SlashCommand", "Skill", "AskUserQuestion",
-    "ListMcpResources", "ReadMcpResource", "EnterPlanMode", "MultiEdit", "LS", "NotebookRead", "TaskOutput",
+    "Task",
+    "Bash",
+    "Glob",
+    "Grep",
+    "ExitPlanMode",
+    "Read",
+    "Edit",
+    "Write",
+    "NotebookEdit",
+    "WebFetch",
+    "TodoWrite",
+    "WebSearch",
+    "BashOutput",
+    "KillShell",
+    "SlashCommand",
+    "Skill",
+    "AskUserQuestion",
+    "ListMcpResources",
+    "ReadMcpResource",
+    "EnterPlanMode",
+    "MultiEdit",
+    "LS",
+    "NotebookRead",
+    "TaskOutput",
 ]
 INNER_SYSTEM = "# Environment\nWorking directory: /abs/project\nIs a git repo: Yes\n" + "Note. " * 200
 BILLING_HEADER = "x-anthropic-billing-header:"
 CLAUDE_CODE = "You are Claude Code, Anthropic's official CLI for Claude."
 INTERACTIVE = "You are an interactive CLI tool that helps users with software engineering."
-TODO_ITEM = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"],
-             "additionalProperties": False}
+TODO_ITEM = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}},
+    "required": ["id"],
+    "additionalProperties": False,
+}
 
 
 def claude_tool(name: str) -> dict[str, Any]:
@@ -67,10 +92,13 @@ def claude_request(version: str = "2.1.3.8f2", prompt: str = "Say hello.") -> di
         ],
         "messages": [
             {"role": "system", "content": INNER_SYSTEM},
-            {"role": "user", "content": [
-                {"type": "text", "text": "<system-reminder>\nThis is a reminder.\n</system-reminder>"},
-                {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}},
-            ]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<system-reminder>\nThis is a reminder.\n</system-reminder>"},
+                    {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}},
+                ],
+            },
         ],
         "tools": [claude_tool(name) for name in TOOL_NAMES],
         "metadata": {"user_id": json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": "s"})},
@@ -121,6 +149,7 @@ def test_claude_code_count_tokens_and_non_streaming_retry(server: LiveServer) ->
     payload.pop("stream")  # after a broken stream Claude Code retries without it
     retried = send(server, payload)
     assert retried.status_code == 200 and retried.json()["type"] == "message"
-    assert retried.json()["usage"]["input_tokens"] + retried.json()["usage"]["cache_read_input_tokens"] == (
-        counted.json()["input_tokens"]
+    assert (
+        retried.json()["usage"]["input_tokens"] + retried.json()["usage"]["cache_read_input_tokens"]
+        == (counted.json()["input_tokens"])
     )

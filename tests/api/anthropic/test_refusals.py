@@ -42,76 +42,196 @@ CASES: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("max_tokens zero", body(max_tokens=0), 400, "invalid_request_error", "max_tokens: "),
     ("max_tokens wrong type", body(max_tokens="many"), 400, "invalid_request_error", "max_tokens: "),
     ("system image block", body(system=[IMAGE]), 400, "invalid_request_error", "system[0]: image blocks"),
-    ("prefill", turns({"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}),
-     400, "invalid_request_error", "messages[1]: a trailing assistant message (prefill) is not supported"),
-    ("unknown role", turns({"role": "developer", "content": "hi"}), 400, "invalid_request_error",
-     "messages[0].role: "),
-    ("image block", body([IMAGE]), 400, "invalid_request_error",
-     "messages[0].content[0]: image blocks are not supported; this server is text-only"),
-    ("document block", body([{"type": "text", "text": "see"}, DOCUMENT]), 400, "invalid_request_error",
-     "messages[0].content[1]: document blocks are not supported; this server is text-only"),
-    ("search_result block", body([SEARCH_RESULT]), 400, "invalid_request_error",
-     "messages[0].content[0]: search_result blocks are not supported"),
-    ("image inside a tool_result",
-     turns({"role": "user", "content": "weather?"}, {"role": "assistant", "content": [CALL]},
-           {"role": "user", "content": [RESULT_WITH_IMAGE]},
-           tools=[WEATHER_TOOL]),
-     400, "invalid_request_error", "messages[2].content[0].content[0]: image blocks"),
+    (
+        "prefill",
+        turns({"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}),
+        400,
+        "invalid_request_error",
+        "messages[1]: a trailing assistant message (prefill) is not supported",
+    ),
+    ("unknown role", turns({"role": "developer", "content": "hi"}), 400, "invalid_request_error", "messages[0].role: "),
+    (
+        "image block",
+        body([IMAGE]),
+        400,
+        "invalid_request_error",
+        "messages[0].content[0]: image blocks are not supported; this server is text-only",
+    ),
+    (
+        "document block",
+        body([{"type": "text", "text": "see"}, DOCUMENT]),
+        400,
+        "invalid_request_error",
+        "messages[0].content[1]: document blocks are not supported; this server is text-only",
+    ),
+    (
+        "search_result block",
+        body([SEARCH_RESULT]),
+        400,
+        "invalid_request_error",
+        "messages[0].content[0]: search_result blocks are not supported",
+    ),
+    (
+        "image inside a tool_result",
+        turns(
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [CALL]},
+            {"role": "user", "content": [RESULT_WITH_IMAGE]},
+            tools=[WEATHER_TOOL],
+        ),
+        400,
+        "invalid_request_error",
+        "messages[2].content[0].content[0]: image blocks",
+    ),
     ("tool_use from the user", body([CALL]), 400, "invalid_request_error", "messages[0].content[0]: "),
-    ("tool_result without an id", body([{"type": "tool_result", "content": "x"}]), 400,
-     "invalid_request_error", "messages[0].content[0].tool_use_id: "),
-    ("tool_result answering nothing", body([ORPHAN_RESULT]),
-     400, "invalid_request_error", "messages[0].content[0].tool_use_id: "),
-    ("bash tool", body(tools=[{"type": "bash_20250124", "name": "bash"}]), 400, "invalid_request_error",
-     "tools[0].type: tools of type 'bash_20250124'"),
-    ("text editor tool", body(tools=[WEATHER_TOOL, EDITOR]),
-     400, "invalid_request_error", "tools[1].type: "),
-    ("web search tool", body(tools=[{"type": "web_search_20250305", "name": "web_search"}]), 400,
-     "invalid_request_error", "tools[0].type: "),
-    ("tool name", body(tools=[{"name": "bad name!", "input_schema": {"type": "object"}}]), 400,
-     "invalid_request_error", "tools[0].name: "),
-    ("tool schema", body(tools=[{"name": "t", "input_schema": {"type": "array"}}]), 400,
-     "invalid_request_error", "tools[0].input_schema: "),
-    ("tool_choice any", body(tools=[WEATHER_TOOL], tool_choice={"type": "any"}), 400,
-     "invalid_request_error", "tool_choice: "),
-    ("tool_choice tool", body(tools=[WEATHER_TOOL], tool_choice={"type": "tool", "name": "get_weather"}), 400,
-     "invalid_request_error", "tool_choice: "),
-    ("tool_choice unknown", body(tool_choice={"type": "sometimes"}), 400, "invalid_request_error",
-     "tool_choice.type: "),
-    ("disable_parallel_tool_use", body(tools=[WEATHER_TOOL],
-                                       tool_choice={"type": "auto", "disable_parallel_tool_use": True}),
-     400, "invalid_request_error", "tool_choice.disable_parallel_tool_use: "),
+    (
+        "tool_result without an id",
+        body([{"type": "tool_result", "content": "x"}]),
+        400,
+        "invalid_request_error",
+        "messages[0].content[0].tool_use_id: ",
+    ),
+    (
+        "tool_result answering nothing",
+        body([ORPHAN_RESULT]),
+        400,
+        "invalid_request_error",
+        "messages[0].content[0].tool_use_id: ",
+    ),
+    (
+        "bash tool",
+        body(tools=[{"type": "bash_20250124", "name": "bash"}]),
+        400,
+        "invalid_request_error",
+        "tools[0].type: tools of type 'bash_20250124'",
+    ),
+    ("text editor tool", body(tools=[WEATHER_TOOL, EDITOR]), 400, "invalid_request_error", "tools[1].type: "),
+    (
+        "web search tool",
+        body(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
+        400,
+        "invalid_request_error",
+        "tools[0].type: ",
+    ),
+    (
+        "tool name",
+        body(tools=[{"name": "bad name!", "input_schema": {"type": "object"}}]),
+        400,
+        "invalid_request_error",
+        "tools[0].name: ",
+    ),
+    (
+        "tool schema",
+        body(tools=[{"name": "t", "input_schema": {"type": "array"}}]),
+        400,
+        "invalid_request_error",
+        "tools[0].input_schema: ",
+    ),
+    (
+        "tool_choice any",
+        body(tools=[WEATHER_TOOL], tool_choice={"type": "any"}),
+        400,
+        "invalid_request_error",
+        "tool_choice: ",
+    ),
+    (
+        "tool_choice tool",
+        body(tools=[WEATHER_TOOL], tool_choice={"type": "tool", "name": "get_weather"}),
+        400,
+        "invalid_request_error",
+        "tool_choice: ",
+    ),
+    (
+        "tool_choice unknown",
+        body(tool_choice={"type": "sometimes"}),
+        400,
+        "invalid_request_error",
+        "tool_choice.type: ",
+    ),
+    (
+        "disable_parallel_tool_use",
+        body(tools=[WEATHER_TOOL], tool_choice={"type": "auto", "disable_parallel_tool_use": True}),
+        400,
+        "invalid_request_error",
+        "tool_choice.disable_parallel_tool_use: ",
+    ),
     ("temperature above 1", body(temperature=1.5), 400, "invalid_request_error", "temperature: "),
     ("temperature negative", body(temperature=-0.1), 400, "invalid_request_error", "temperature: "),
     ("top_p above 1", body(top_p=1.5), 400, "invalid_request_error", "top_p: "),
     ("top_k zero", body(top_k=0), 400, "invalid_request_error", "top_k: "),
-    ("stop_sequences empty string", body(stop_sequences=[""]), 400, "invalid_request_error",
-     "stop_sequences: "),
-    ("stop_sequences too many", body(stop_sequences=["a", "b", "c", "d", "e"]), 400, "invalid_request_error",
-     "stop_sequences: "),
-    ("thinking without budget", body(thinking={"type": "enabled"}), 400, "invalid_request_error",
-     "thinking.budget_tokens: "),
-    ("thinking budget below 1024", body(thinking={"type": "enabled", "budget_tokens": 1023}, max_tokens=4096),
-     400, "invalid_request_error", "thinking.budget_tokens: "),
-    ("thinking budget not an integer", body(thinking={"type": "enabled", "budget_tokens": 2048.5},
-                                            max_tokens=4096),
-     400, "invalid_request_error", "thinking.budget_tokens: "),
-    ("thinking budget not below max_tokens", body(thinking={"type": "enabled", "budget_tokens": 2048},
-                                                  max_tokens=2048),
-     400, "invalid_request_error", "thinking.budget_tokens: "),
-    ("thinking budget not below the clamped max_tokens",
-     body(thinking={"type": "enabled", "budget_tokens": 20000}, max_tokens=32000),
-     400, "invalid_request_error", "thinking.budget_tokens: "),
+    ("stop_sequences empty string", body(stop_sequences=[""]), 400, "invalid_request_error", "stop_sequences: "),
+    (
+        "stop_sequences too many",
+        body(stop_sequences=["a", "b", "c", "d", "e"]),
+        400,
+        "invalid_request_error",
+        "stop_sequences: ",
+    ),
+    (
+        "thinking without budget",
+        body(thinking={"type": "enabled"}),
+        400,
+        "invalid_request_error",
+        "thinking.budget_tokens: ",
+    ),
+    (
+        "thinking budget below 1024",
+        body(thinking={"type": "enabled", "budget_tokens": 1023}, max_tokens=4096),
+        400,
+        "invalid_request_error",
+        "thinking.budget_tokens: ",
+    ),
+    (
+        "thinking budget not an integer",
+        body(thinking={"type": "enabled", "budget_tokens": 2048.5}, max_tokens=4096),
+        400,
+        "invalid_request_error",
+        "thinking.budget_tokens: ",
+    ),
+    (
+        "thinking budget not below max_tokens",
+        body(thinking={"type": "enabled", "budget_tokens": 2048}, max_tokens=2048),
+        400,
+        "invalid_request_error",
+        "thinking.budget_tokens: ",
+    ),
+    (
+        "thinking budget not below the clamped max_tokens",
+        body(thinking={"type": "enabled", "budget_tokens": 20000}, max_tokens=32000),
+        400,
+        "invalid_request_error",
+        "thinking.budget_tokens: ",
+    ),
     ("thinking type", body(thinking={"type": "sometimes"}), 400, "invalid_request_error", "thinking.type: "),
-    ("legacy output_format", body(output_format={"type": "json_schema", "schema": {"type": "object"}}), 400,
-     "invalid_request_error", "output_format: "),
-    ("output_config.format type", body(output_config={"format": {"type": "xml"}}), 400,
-     "invalid_request_error", "output_config.format.type: "),
-    ("output_config.format without schema", body(output_config={"format": {"type": "json_schema"}}), 400,
-     "invalid_request_error", "output_config.format."),
+    (
+        "legacy output_format",
+        body(output_format={"type": "json_schema", "schema": {"type": "object"}}),
+        400,
+        "invalid_request_error",
+        "output_format: ",
+    ),
+    (
+        "output_config.format type",
+        body(output_config={"format": {"type": "xml"}}),
+        400,
+        "invalid_request_error",
+        "output_config.format.type: ",
+    ),
+    (
+        "output_config.format without schema",
+        body(output_config={"format": {"type": "json_schema"}}),
+        400,
+        "invalid_request_error",
+        "output_config.format.",
+    ),
     ("container", body(container="cntr_1"), 400, "invalid_request_error", "container: "),
-    ("mcp_servers", body(mcp_servers=[{"type": "url", "url": "https://x", "name": "x"}]), 400,
-     "invalid_request_error", "mcp_servers: "),
+    (
+        "mcp_servers",
+        body(mcp_servers=[{"type": "url", "url": "https://x", "name": "x"}]),
+        400,
+        "invalid_request_error",
+        "mcp_servers: ",
+    ),
 ]
 
 
@@ -121,13 +241,13 @@ def server() -> Iterator[LiveServer]:
         yield live
 
 
-@pytest.mark.parametrize(("request_body", "status", "kind", "prefix"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_refusal(
-    server: LiveServer, request_body: dict[str, Any], status: int, kind: str, prefix: str
-) -> None:
-    response = httpx.post(server.url + "/v1/messages", json=request_body,
-                          headers={"anthropic-version": "2023-06-01"}, timeout=30)
+@pytest.mark.parametrize(
+    ("request_body", "status", "kind", "prefix"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_refusal(server: LiveServer, request_body: dict[str, Any], status: int, kind: str, prefix: str) -> None:
+    response = httpx.post(
+        server.url + "/v1/messages", json=request_body, headers={"anthropic-version": "2023-06-01"}, timeout=30
+    )
     assert response.status_code == status, response.text
     error = response.json()
     assert error["type"] == "error"
@@ -136,12 +256,21 @@ def test_refusal(
     assert error["request_id"] == response.headers["request-id"]
 
 
-COUNT_CASES = [c for c in CASES if c[0] not in {"max_tokens missing", "thinking budget not below max_tokens",
-                                                  "thinking budget not below the clamped max_tokens"}]
+COUNT_CASES = [
+    c
+    for c in CASES
+    if c[0]
+    not in {
+        "max_tokens missing",
+        "thinking budget not below max_tokens",
+        "thinking budget not below the clamped max_tokens",
+    }
+]
 
 
-@pytest.mark.parametrize(("request_body", "status", "kind", "prefix"), [c[1:] for c in COUNT_CASES],
-                         ids=[c[0] for c in COUNT_CASES])
+@pytest.mark.parametrize(
+    ("request_body", "status", "kind", "prefix"), [c[1:] for c in COUNT_CASES], ids=[c[0] for c in COUNT_CASES]
+)
 def test_count_tokens_refuses_the_same(
     server: LiveServer, request_body: dict[str, Any], status: int, kind: str, prefix: str
 ) -> None:
@@ -162,14 +291,31 @@ def test_count_tokens_refuses_the_same(
         {"thinking": {"type": "disabled"}},
         {"tool_choice": {"type": "none"}, "tools": [WEATHER_TOOL]},
         {"tool_choice": {"type": "auto", "disable_parallel_tool_use": False}, "tools": [WEATHER_TOOL]},
-        {"tools": [{**WEATHER_TOOL, "type": "custom", "strict": True, "cache_control": {"type": "ephemeral"},
-                    "input_examples": [{"city": "Oslo"}], "eager_input_streaming": True,
-                    "defer_loading": False}]},
+        {
+            "tools": [
+                {
+                    **WEATHER_TOOL,
+                    "type": "custom",
+                    "strict": True,
+                    "cache_control": {"type": "ephemeral"},
+                    "input_examples": [{"city": "Oslo"}],
+                    "eager_input_streaming": True,
+                    "defer_loading": False,
+                }
+            ]
+        },
         {"temperature": 1.0, "top_p": 1.0, "top_k": 40, "stop_sequences": ["END"]},
         {"max_tokens": 10**6},
-        {"messages": [{"role": "user", "content": [
-            {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}, "citations": None},
-        ]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}, "citations": None},
+                    ],
+                }
+            ]
+        },
     ],
     ids=lambda d: ",".join(d),
 )
@@ -182,12 +328,18 @@ def test_accepted_fields(server: LiveServer, accepted: dict[str, Any]) -> None:
 def test_errors_name_the_clients_own_message_index(server: LiveServer) -> None:
     """Mapping merges user turns and splits tool results out; errors still point at the client's index."""
     body = {
-        "model": MODEL, "max_tokens": 50,
+        "model": MODEL,
+        "max_tokens": 50,
         "messages": [
             {"role": "user", "content": "one"},
             {"role": "user", "content": "two"},
-            {"role": "user", "content": [{"type": "text", "text": "three"},
-                                         {"type": "tool_result", "tool_use_id": "nope", "content": "r"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "three"},
+                    {"type": "tool_result", "tool_use_id": "nope", "content": "r"},
+                ],
+            },
         ],
     }
     r = httpx.post(server.url + "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"})

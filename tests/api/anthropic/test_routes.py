@@ -34,9 +34,12 @@ def test_non_streaming_message(server: LiveServer) -> None:
     assert re.match(r"^msg_[0-9a-f]{32}$", message.pop("id"))
     usage = message.pop("usage")
     assert message == {
-        "type": "message", "role": "assistant", "model": MODEL,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
         "content": [{"type": "text", "text": "hello from tinytitan"}],
-        "stop_reason": "end_turn", "stop_sequence": None,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
     }
     assert usage["cache_creation_input_tokens"] == 0
     assert usage["input_tokens"] + usage["cache_read_input_tokens"] > 0 and usage["output_tokens"] > 0
@@ -66,11 +69,14 @@ def test_tool_use_round_trip(server: LiveServer) -> None:
     call = first["content"][-1]
     assert call["type"] == "tool_use" and call["name"] == "get_weather" and call["input"] == {"city": "Paris"}
     assert call["id"].startswith("toolu_")
-    second = body(tools=[WEATHER_TOOL], messages=[
-        {"role": "user", "content": "what is the weather?"},
-        {"role": "assistant", "content": first["content"]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "sunny"}]},
-    ])
+    second = body(
+        tools=[WEATHER_TOOL],
+        messages=[
+            {"role": "user", "content": "what is the weather?"},
+            {"role": "assistant", "content": first["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "sunny"}]},
+        ],
+    )
     answer = post(server, second).json()
     assert answer["content"] == [{"type": "text", "text": "It is sunny in Paris."}]
     recorded = server.recorded[-1]["messages"]
@@ -160,8 +166,9 @@ def test_count_tokens_without_a_tokenizer_is_501(serve: Serve) -> None:
 
 def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
     with serve(queue_limit=0) as server, httpx.Client(timeout=30) as client:
-        with client.stream("POST", server.url + "/v1/messages", json=body("slow please", stream=True),
-                           headers=HEADERS) as running:
+        with client.stream(
+            "POST", server.url + "/v1/messages", json=body("slow please", stream=True), headers=HEADERS
+        ) as running:
             assert running.status_code == 200
             lines = running.iter_lines()  # keep it: dropping the iterator closes the connection
             assert next(lines) == "event: message_start"  # admitted and streaming
@@ -177,12 +184,21 @@ def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
 def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(server: LiveServer) -> None:
     json_type = {"content-type": "application/json"}
     cases = [
-        (httpx.post(server.url + "/v1/messages", content=b"{not json", headers=json_type),
-         400, "invalid_request_error"),
-        (httpx.post(server.url + "/v1/messages", content=b'{"max_tokens": "many"}', headers=json_type),
-         400, "invalid_request_error"),
-        (httpx.post(server.url + "/v1/messages", content=b"hi", headers={"content-type": "text/plain"}),
-         415, "invalid_request_error"),
+        (
+            httpx.post(server.url + "/v1/messages", content=b"{not json", headers=json_type),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            httpx.post(server.url + "/v1/messages", content=b'{"max_tokens": "many"}', headers=json_type),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            httpx.post(server.url + "/v1/messages", content=b"hi", headers={"content-type": "text/plain"}),
+            415,
+            "invalid_request_error",
+        ),
         (httpx.get(server.url + "/v1/messages"), 405, "invalid_request_error"),
         (httpx.post(server.url + "/v1/messages/nope", json={}), 404, "not_found_error"),
         (httpx.get(server.url + "/v1/models/nope", headers=HEADERS), 404, "not_found_error"),
@@ -199,7 +215,9 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     listing = httpx.get(server.url + "/v1/models", headers=HEADERS).json()
     assert listing == {
         "data": [{"type": "model", "id": MODEL, "display_name": MODEL, "created_at": "1970-01-01T00:00:00Z"}],
-        "has_more": False, "first_id": MODEL, "last_id": MODEL,
+        "has_more": False,
+        "first_id": MODEL,
+        "last_id": MODEL,
     }
     one = httpx.get(server.url + f"/v1/models/{MODEL}-fast", headers=HEADERS)
     assert one.status_code == 200 and one.json()["type"] == "model" and one.json()["id"] == f"{MODEL}-fast"

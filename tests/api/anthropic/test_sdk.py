@@ -92,8 +92,12 @@ def test_tool_use_round_trip(server: LiveServer, client: anthropic.Anthropic) ->
         messages=[
             question,
             {"role": "assistant", "content": [block.model_dump() for block in first.content]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
-                                          "content": [{"type": "text", "text": "sunny, 21C"}]}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call.id, "content": [{"type": "text", "text": "sunny, 21C"}]}
+                ],
+            },
         ],
     )
     assert second.stop_reason == "end_turn"
@@ -160,8 +164,12 @@ def test_no_tokenizer_is_a_501_status_error(serve: Serve) -> None:
 
 def test_full_queue_is_overloaded_error(serve: Serve) -> None:
     with serve(queue_limit=0) as server, client_for(server) as sdk, httpx.Client(timeout=30) as http:
-        slow = {"model": MODEL, "max_tokens": 1024, "stream": True,
-                "messages": [{"role": "user", "content": "slow please"}]}
+        slow = {
+            "model": MODEL,
+            "max_tokens": 1024,
+            "stream": True,
+            "messages": [{"role": "user", "content": "slow please"}],
+        }
         with http.stream("POST", server.url + "/v1/messages", json=slow) as running:
             lines = running.iter_lines()
             assert next(lines) == "event: message_start"  # the one slot is taken
@@ -174,9 +182,12 @@ def test_full_queue_is_overloaded_error(serve: Serve) -> None:
 
 
 def test_failure_mid_stream_raises_from_the_stream(client: anthropic.Anthropic) -> None:
-    with pytest.raises(anthropic.APIStatusError) as info, client.messages.stream(
-        model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "fail now"}]
-    ) as stream:
+    with (
+        pytest.raises(anthropic.APIStatusError) as info,
+        client.messages.stream(
+            model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "fail now"}]
+        ) as stream,
+    ):
         stream.get_final_message()
     assert info.value.body["type"] == "error" and info.value.body["error"]["type"] == "api_error"
 

@@ -70,7 +70,9 @@ def test_system_blocks_and_inner_system_messages_join_the_leading_system_block()
     messages = mapped(request).messages
     assert [m.role for m in messages] == ["system", "system", "system", "user"]
     assert [m.content for m in messages[:3]] == [
-        "You are a coding agent.", "Be brief.", "Working directory: /abs/project",
+        "You are a coding agent.",
+        "Be brief.",
+        "Working directory: /abs/project",
     ]
 
 
@@ -80,23 +82,35 @@ def test_the_billing_line_is_dropped_from_a_string_system_too() -> None:
 
 
 def test_inner_system_after_the_conversation_still_joins_the_system_block() -> None:
-    request = body(messages=[
-        {"role": "user", "content": "one"},
-        {"role": "assistant", "content": "ok"},
-        {"role": "system", "content": [{"type": "text", "text": "late guidance"}]},
-        {"role": "user", "content": "two"},
-    ])
+    request = body(
+        messages=[
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "system", "content": [{"type": "text", "text": "late guidance"}]},
+            {"role": "user", "content": "two"},
+        ]
+    )
     assert [(m.role, m.content) for m in mapped(request).messages] == [
-        ("system", "late guidance"), ("user", "one"), ("assistant", "ok"), ("user", "two"),
+        ("system", "late guidance"),
+        ("user", "one"),
+        ("assistant", "ok"),
+        ("user", "two"),
     ]
 
 
 def test_consecutive_user_turns_merge_and_text_blocks_join() -> None:
-    request = body(messages=[
-        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>ctx</system-reminder>"},
-                                     {"type": "text", "text": "first"}]},
-        {"role": "user", "content": "second"},
-    ])
+    request = body(
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<system-reminder>ctx</system-reminder>"},
+                    {"type": "text", "text": "first"},
+                ],
+            },
+            {"role": "user", "content": "second"},
+        ]
+    )
     messages = mapped(request).messages
     assert len(messages) == 1
     assert messages[0].role == "user"
@@ -104,28 +118,40 @@ def test_consecutive_user_turns_merge_and_text_blocks_join() -> None:
 
 
 def test_tool_use_and_tool_result_become_a_call_and_tool_messages() -> None:
-    request = body(messages=[
-        {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "call it", "signature": "sig"},
-            {"type": "redacted_thinking", "data": "opaque"},
-            {"type": "text", "text": "Checking."},
-            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-            {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1",
-             "content": [{"type": "text", "text": "sunny"}, {"type": "text", "text": "20C"}]},
-            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no clock", "is_error": True},
-            {"type": "text", "text": "thanks"},
-        ]},
-    ])
+    request = body(
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "call it", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": "sunny"}, {"type": "text", "text": "20C"}],
+                    },
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no clock", "is_error": True},
+                    {"type": "text", "text": "thanks"},
+                ],
+            },
+        ]
+    )
     user, assistant, first, second, after = mapped(request).messages
     assert user.role == "user"
     assert assistant.content == "Checking."
     assert assistant.reasoning == "call it"
     assert [(c.id, c.name, json.loads(c.arguments)) for c in assistant.tool_calls] == [
-        ("toolu_1", "get_weather", {"city": "Paris"}), ("toolu_2", "get_time", {}),
+        ("toolu_1", "get_weather", {"city": "Paris"}),
+        ("toolu_2", "get_time", {}),
     ]
     assert (first.role, first.tool_call_id, first.content) == ("tool", "toolu_1", "sunny\n20C")
     assert (second.role, second.tool_call_id, second.content) == ("tool", "toolu_2", "Error: no clock")
@@ -133,11 +159,18 @@ def test_tool_use_and_tool_result_become_a_call_and_tool_messages() -> None:
 
 
 def test_fields_use_anthropic_spellings_and_messages_rules() -> None:
-    chat = mapped(body(
-        stop_sequences=["END"], temperature=0.5, top_p=0.9, top_k=40, max_tokens=32000,
-        metadata={"user_id": json.dumps({"device_id": "abc", "session_id": "s"})},
-        service_tier="auto", context_management={"edits": [{"type": "clear_thinking_20251015"}]},
-    ))
+    chat = mapped(
+        body(
+            stop_sequences=["END"],
+            temperature=0.5,
+            top_p=0.9,
+            top_k=40,
+            max_tokens=32000,
+            metadata={"user_id": json.dumps({"device_id": "abc", "session_id": "s"})},
+            service_tier="auto",
+            context_management={"edits": [{"type": "clear_thinking_20251015"}]},
+        )
+    )
     assert chat.stop == ("END",)
     assert (chat.sampling.temperature, chat.sampling.top_p, chat.sampling.top_k) == (0.5, 0.9, 40)
     assert chat.max_tokens == 32000 and chat.clamp_max_tokens and chat.temperature_max == 1.0
@@ -147,9 +180,16 @@ def test_fields_use_anthropic_spellings_and_messages_rules() -> None:
 
 
 def test_custom_tools_keep_their_schema_and_drop_decorations() -> None:
-    tool = {"name": "Read", "description": "Read a file", "type": "custom", "strict": True,
-            "cache_control": {"type": "ephemeral"}, "eager_input_streaming": True, "input_examples": [{}],
-            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    tool = {
+        "name": "Read",
+        "description": "Read a file",
+        "type": "custom",
+        "strict": True,
+        "cache_control": {"type": "ephemeral"},
+        "eager_input_streaming": True,
+        "input_examples": [{}],
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }
     (mapped_tool,) = mapped(body(tools=[tool])).tools
     assert (mapped_tool.name, mapped_tool.description) == ("Read", "Read a file")
     assert mapped_tool.type == "function"
@@ -232,15 +272,23 @@ def test_message_object_orders_thinking_text_tool_use() -> None:
     result = Completion("hmm", "Checking.", [CALL], Finished("tool_calls", USAGE))
     obj = message_object(result, MODEL, message_id="msg_" + "0" * 32)
     assert obj == {
-        "id": "msg_" + "0" * 32, "type": "message", "role": "assistant", "model": MODEL,
+        "id": "msg_" + "0" * 32,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
         "content": [
             {"type": "thinking", "thinking": "hmm", "signature": ""},
             {"type": "text", "text": "Checking."},
             {"type": "tool_use", "id": "toolu_ABC123", "name": "get_weather", "input": {"city": "Paris"}},
         ],
-        "stop_reason": "tool_use", "stop_sequence": None,
-        "usage": {"input_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 60,
-                  "output_tokens": 12},
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 40,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 60,
+            "output_tokens": 12,
+        },
     }
 
 
@@ -266,8 +314,12 @@ def test_stop_reason_precedence(finished: Finished, has_calls: bool, expected: t
 
 
 def test_usage_excludes_the_cached_prefix_from_input_tokens() -> None:
-    assert usage_object(USAGE) == {"input_tokens": 40, "cache_creation_input_tokens": 0,
-                                   "cache_read_input_tokens": 60, "output_tokens": 12}
+    assert usage_object(USAGE) == {
+        "input_tokens": 40,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 60,
+        "output_tokens": 12,
+    }
 
 
 def test_tool_use_ids_are_stable_per_call() -> None:
@@ -293,17 +345,32 @@ def stream(items: Iterable[Event | Exception]) -> list[tuple[str | None, dict[st
 
 
 def test_stream_grammar_thinking_text_tool_use() -> None:
-    frames = stream([
-        ReasoningDelta("hm"), ReasoningDelta("m"), TextDelta("Check"), TextDelta("ing."), CALL,
-        Finished("tool_calls", USAGE),
-    ])
+    frames = stream(
+        [
+            ReasoningDelta("hm"),
+            ReasoningDelta("m"),
+            TextDelta("Check"),
+            TextDelta("ing."),
+            CALL,
+            Finished("tool_calls", USAGE),
+        ]
+    )
     assert [event for event, _ in frames] == [
         "message_start",
-        "content_block_start", "content_block_delta", "content_block_delta", "content_block_delta",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_delta",
         "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
     ]
     assert all(data["type"] == event for event, data in frames)
     start = frames[0][1]["message"]
@@ -320,16 +387,20 @@ def test_stream_grammar_thinking_text_tool_use() -> None:
     starts = [d for e, d in frames if e == "content_block_start"]
     assert [s["index"] for s in starts] == [0, 1, 2]
     assert starts[0]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
-    assert starts[2]["content_block"] == {"type": "tool_use", "id": "toolu_ABC123", "name": "get_weather",
-                                          "input": {}}
+    assert starts[2]["content_block"] == {"type": "tool_use", "id": "toolu_ABC123", "name": "get_weather", "input": {}}
     delta = {"stop_reason": "tool_use", "stop_sequence": None}
     assert frames[-2][1] == {"type": "message_delta", "delta": delta, "usage": usage_object(USAGE)}
 
 
 def test_stream_without_any_output_still_has_an_empty_text_block() -> None:
     frames = stream([Finished("stop", stop_sequence="END")])
-    assert [e for e, _ in frames] == ["message_start", "content_block_start", "content_block_stop",
-                                      "message_delta", "message_stop"]
+    assert [e for e, _ in frames] == [
+        "message_start",
+        "content_block_start",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert frames[1][1]["content_block"] == {"type": "text", "text": ""}
     assert frames[3][1]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
 
@@ -337,8 +408,11 @@ def test_stream_without_any_output_still_has_an_empty_text_block() -> None:
 def test_a_failure_mid_stream_is_one_error_event_and_the_end() -> None:
     frames = stream([TextDelta("partial"), GenerationFailed()])
     assert [e for e, _ in frames] == ["message_start", "content_block_start", "content_block_delta", "error"]
-    assert frames[-1][1] == {"type": "error", "error": {"type": "api_error", "message": "generation failed"},
-                             "request_id": "req_x"}
+    assert frames[-1][1] == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "generation failed"},
+        "request_id": "req_x",
+    }
 
 
 def test_an_unexpected_exception_mid_stream_does_not_leak_details() -> None:

@@ -34,24 +34,67 @@ CASES: list[tuple[str, dict[str, Any], int, str, str | None]] = [
     ("messages empty", body(messages=[]), 400, "invalid_message", "messages"),
     ("too many messages", body(messages=[USER] * 1001), 400, "value_too_large", "messages"),
     ("unknown role", body(messages=[{"role": "robot", "content": "x"}]), 400, "invalid_message", "messages[0].role"),
-    ("guidance after turn", body(messages=[USER, {"role": "system", "content": "s"}]), 400, "invalid_message",
-     "messages[1].role"),
-    ("image part", body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
-     400, "unsupported_content", "messages[0].content[0]"),
-    ("tool calls on user", body(messages=[{"role": "user", "content": "x", "tool_calls": [CALL]}]), 400,
-     "invalid_tool_call", "messages[0].tool_calls"),
-    ("duplicate call ids", body(messages=[USER, {"role": "assistant", "tool_calls": [CALL, CALL]}]), 400,
-     "invalid_tool_call", "messages[1].tool_calls[1].id"),
-    ("empty call id", body(messages=[USER, {"role": "assistant", "tool_calls": [{**CALL, "id": ""}]}]), 400,
-     "invalid_tool_call", "messages[1].tool_calls[0].id"),
-    ("arguments not an object",
-     body(messages=[USER, {"role": "assistant", "tool_calls": [
-         {**CALL, "function": {"name": "f", "arguments": "[1]"}}]}]),
-     400, "invalid_tool_arguments", "messages[1].tool_calls[0].function.arguments"),
-    ("tool answers nothing", body(messages=[USER, {"role": "tool", "tool_call_id": "nope", "content": "r"}]), 400,
-     "invalid_tool_result", "messages[1].tool_call_id"),
-    ("ends with unresolved call", body(messages=[USER, {"role": "assistant", "tool_calls": [CALL]}]), 400,
-     "invalid_tool_call", "messages"),
+    (
+        "guidance after turn",
+        body(messages=[USER, {"role": "system", "content": "s"}]),
+        400,
+        "invalid_message",
+        "messages[1].role",
+    ),
+    (
+        "image part",
+        body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+        400,
+        "unsupported_content",
+        "messages[0].content[0]",
+    ),
+    (
+        "tool calls on user",
+        body(messages=[{"role": "user", "content": "x", "tool_calls": [CALL]}]),
+        400,
+        "invalid_tool_call",
+        "messages[0].tool_calls",
+    ),
+    (
+        "duplicate call ids",
+        body(messages=[USER, {"role": "assistant", "tool_calls": [CALL, CALL]}]),
+        400,
+        "invalid_tool_call",
+        "messages[1].tool_calls[1].id",
+    ),
+    (
+        "empty call id",
+        body(messages=[USER, {"role": "assistant", "tool_calls": [{**CALL, "id": ""}]}]),
+        400,
+        "invalid_tool_call",
+        "messages[1].tool_calls[0].id",
+    ),
+    (
+        "arguments not an object",
+        body(
+            messages=[
+                USER,
+                {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "[1]"}}]},
+            ]
+        ),
+        400,
+        "invalid_tool_arguments",
+        "messages[1].tool_calls[0].function.arguments",
+    ),
+    (
+        "tool answers nothing",
+        body(messages=[USER, {"role": "tool", "tool_call_id": "nope", "content": "r"}]),
+        400,
+        "invalid_tool_result",
+        "messages[1].tool_call_id",
+    ),
+    (
+        "ends with unresolved call",
+        body(messages=[USER, {"role": "assistant", "tool_calls": [CALL]}]),
+        400,
+        "invalid_tool_call",
+        "messages",
+    ),
     ("temperature high", body(temperature=2.5), 400, "invalid_value", "temperature"),
     ("temperature negative", body(temperature=-0.1), 400, "invalid_value", "temperature"),
     ("top_p zero", body(top_p=0), 400, "invalid_value", "top_p"),
@@ -65,41 +108,81 @@ CASES: list[tuple[str, dict[str, Any], int, str, str | None]] = [
     ("cap zero", body(max_tokens=0), 400, "invalid_value", "max_tokens"),
     ("cap negative", body(max_completion_tokens=-3), 400, "invalid_value", "max_completion_tokens"),
     ("cap above context", body(max_tokens=5000), 400, "value_too_large", "max_tokens"),
-    ("prompt above context", body(messages=[{"role": "user", "content": "word " * 5000}]), 400,
-     "context_length_exceeded", "messages"),
+    (
+        "prompt above context",
+        body(messages=[{"role": "user", "content": "word " * 5000}]),
+        400,
+        "context_length_exceeded",
+        "messages",
+    ),
     ("five stops", body(stop=["a", "b", "c", "d", "e"]), 400, "invalid_value", "stop"),
     ("empty stop", body(stop=[""]), 400, "invalid_value", "stop"),
     ("stop too long", body(stop=["x" * 200, "y" * 100]), 400, "invalid_value", "stop"),
     ("tool type", body(tools=[{"type": "web_search"}]), 400, "unsupported_tool", "tools[0].type"),
-    ("tool name", body(tools=[{"type": "function", "function": {"name": "bad name"}}]), 400, "invalid_tool_name",
-     "tools[0].function.name"),
-    ("tool schema", body(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]),
-     400, "invalid_tool_schema", "tools[0].function.parameters"),
+    (
+        "tool name",
+        body(tools=[{"type": "function", "function": {"name": "bad name"}}]),
+        400,
+        "invalid_tool_name",
+        "tools[0].function.name",
+    ),
+    (
+        "tool schema",
+        body(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]),
+        400,
+        "invalid_tool_schema",
+        "tools[0].function.parameters",
+    ),
     ("tool_choice required", body(tools=[TOOL], tool_choice="required"), 400, "unsupported_value", "tool_choice"),
-    ("tool_choice named", body(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "f"}}), 400,
-     "unsupported_value", "tool_choice"),
+    (
+        "tool_choice named",
+        body(tools=[TOOL], tool_choice={"type": "function", "function": {"name": "f"}}),
+        400,
+        "unsupported_value",
+        "tool_choice",
+    ),
     ("tool_choice unknown word", body(tool_choice="sometimes"), 400, "invalid_value", "tool_choice"),
     ("n", body(n=2), 400, "unsupported_value", "n"),
     ("logprobs", body(logprobs=True), 400, "unsupported_value", "logprobs"),
     ("top_logprobs", body(top_logprobs=2), 400, "unsupported_value", "top_logprobs"),
-    ("include_usage without stream", body(stream_options={"include_usage": True}), 400, "invalid_value",
-     "stream_options.include_usage"),
-    ("json_schema without schema", body(response_format={"type": "json_schema", "json_schema": {"name": "x"}}), 400,
-     "invalid_value", "response_format.json_schema.schema"),
-    ("response_format unknown type", body(response_format={"type": "yaml"}), 400, "unsupported_value",
-     "response_format.type"),
+    (
+        "include_usage without stream",
+        body(stream_options={"include_usage": True}),
+        400,
+        "invalid_value",
+        "stream_options.include_usage",
+    ),
+    (
+        "json_schema without schema",
+        body(response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
+        400,
+        "invalid_value",
+        "response_format.json_schema.schema",
+    ),
+    (
+        "response_format unknown type",
+        body(response_format={"type": "yaml"}),
+        400,
+        "unsupported_value",
+        "response_format.type",
+    ),
     ("wrong-typed field", body(temperature="hot"), 400, "invalid_json", "temperature"),
-    ("wrong-typed nested field", body(messages=[{"role": 3, "content": "x"}]), 400, "invalid_json",
-     "messages[0].role"),
-    ("enable_thinking not bool", body(chat_template_kwargs={"enable_thinking": "yes"}), 400, "invalid_json",
-     "chat_template_kwargs.enable_thinking"),
+    ("wrong-typed nested field", body(messages=[{"role": 3, "content": "x"}]), 400, "invalid_json", "messages[0].role"),
+    (
+        "enable_thinking not bool",
+        body(chat_template_kwargs={"enable_thinking": "yes"}),
+        400,
+        "invalid_json",
+        "chat_template_kwargs.enable_thinking",
+    ),
     ("unknown model", body(model="claude-sonnet-4-5"), 404, "model_not_found", "model"),
 ]
 
 
 @pytest.mark.parametrize(("case", "request_body", "status", "code", "param"), CASES, ids=[c[0] for c in CASES])
-def test_refusal(live: LiveServer, case: str, request_body: dict[str, Any], status: int, code: str,
-                 param: str | None) -> None:
+def test_refusal(
+    live: LiveServer, case: str, request_body: dict[str, Any], status: int, code: str, param: str | None
+) -> None:
     r = httpx.post(live.v1 + "/chat/completions", json=request_body)
     assert r.status_code == status, r.text
     error = r.json()["error"]
@@ -111,16 +194,24 @@ def test_refusal(live: LiveServer, case: str, request_body: dict[str, Any], stat
 
 
 TRANSPORT: list[tuple[str, dict[str, Any], int, str]] = [
-    ("malformed json", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 400,
-     "invalid_json"),
-    ("top-level array", {"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400,
-     "invalid_json"),
-    ("text/plain body", {"content": b'{"model": "x"}', "headers": {"content-type": "text/plain"}}, 415,
-     "unsupported_media_type"),
-    ("no content type", {"content": b'{"model": "x"}', "headers": {"content-type": ""}}, 415,
-     "unsupported_media_type"),
-    ("huge body", {"content": b'{"model": "' + b"x" * (33 * 1024 * 1024) + b'"}',
-                   "headers": {"content-type": "application/json"}}, 413, "request_too_large"),
+    ("malformed json", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
+    ("top-level array", {"content": b"[1, 2]", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
+    (
+        "text/plain body",
+        {"content": b'{"model": "x"}', "headers": {"content-type": "text/plain"}},
+        415,
+        "unsupported_media_type",
+    ),
+    ("no content type", {"content": b'{"model": "x"}', "headers": {"content-type": ""}}, 415, "unsupported_media_type"),
+    (
+        "huge body",
+        {
+            "content": b'{"model": "' + b"x" * (33 * 1024 * 1024) + b'"}',
+            "headers": {"content-type": "application/json"},
+        },
+        413,
+        "request_too_large",
+    ),
 ]
 
 
@@ -147,7 +238,10 @@ def test_query_string_is_ignored_for_routing(live: LiveServer) -> None:
 def test_no_refusal_is_a_server_error(live: LiveServer) -> None:
     """A grab bag of odd but well-formed bodies: 4xx at worst, never 5xx."""
     odd: list[Any] = [
-        {}, {"model": None}, {"model": STUB_MODEL, "messages": None}, {"model": STUB_MODEL, "messages": [{}]},
+        {},
+        {"model": None},
+        {"model": STUB_MODEL, "messages": None},
+        {"model": STUB_MODEL, "messages": [{}]},
         {"model": STUB_MODEL, "messages": [{"role": "user", "content": [{"type": "text"}]}]},
         {"model": STUB_MODEL, "messages": [USER], "tools": [{"type": "function"}]},
         {"model": STUB_MODEL, "messages": [USER], "tool_choice": {"type": "function"}},

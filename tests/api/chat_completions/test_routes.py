@@ -25,7 +25,7 @@ def chat(**fields: Any) -> dict[str, Any]:
 
 
 def sse_data(text: str) -> list[str]:
-    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_completion_object(server: LiveServer) -> None:
@@ -149,10 +149,14 @@ def test_models_and_health(server: LiveServer) -> None:
 
 
 def test_fast_alias_strips_tools_and_guidance(server: LiveServer) -> None:
-    body = chat(model=f"{STUB_MODEL}-fast",
-                messages=[{"role": "system", "content": "long guidance"},
-                          {"role": "user", "content": "<system-reminder>noise</system-reminder>real question"}],
-                tools=[{"type": "function", "function": {"name": "f"}}])
+    body = chat(
+        model=f"{STUB_MODEL}-fast",
+        messages=[
+            {"role": "system", "content": "long guidance"},
+            {"role": "user", "content": "<system-reminder>noise</system-reminder>real question"},
+        ],
+        tools=[{"type": "function", "function": {"name": "f"}}],
+    )
     obj = httpx.post(server.v1 + "/chat/completions", json=body).json()
     assert obj["model"] == STUB_MODEL
     seen = server.recorded[-1]

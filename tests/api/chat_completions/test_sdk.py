@@ -16,15 +16,22 @@ Serve = Callable[..., AbstractContextManager[LiveServer]]
 
 RULES = (
     {"when": {"last_role": "tool"}, "reply": {"text": "The weather in Oslo is 4 degrees."}},
-    {"when": {"user_contains": "weather"},
-     "reply": {"reasoning": "The user wants weather; call the tool.",
-               "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}},
+    {
+        "when": {"user_contains": "weather"},
+        "reply": {
+            "reasoning": "The user wants weather; call the tool.",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+        },
+    },
     {"reply": {"reasoning": "A greeting.", "text": "Hello! How can I help?"}},
 )
 WEATHER_TOOL = {
     "type": "function",
-    "function": {"name": "get_weather", "description": "Weather for a city",
-                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
 }
 
 
@@ -38,8 +45,9 @@ def test_stream_accumulates_to_the_non_streaming_message(client) -> None:  # typ
     sdk, _ = client
     messages = [{"role": "user", "content": "hi"}]
     plain = sdk.chat.completions.create(model=STUB_MODEL, messages=messages)
-    with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages,
-                                     stream_options={"include_usage": True}) as stream:
+    with sdk.chat.completions.stream(
+        model=STUB_MODEL, messages=messages, stream_options={"include_usage": True}
+    ) as stream:
         streamed = stream.get_final_completion()
     assert streamed.choices[0].message.content == plain.choices[0].message.content == "Hello! How can I help?"
     assert streamed.choices[0].finish_reason == plain.choices[0].finish_reason == "stop"
@@ -89,8 +97,13 @@ def test_tool_round_trip_through_streams(client) -> None:  # type: ignore[no-unt
     with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
         first = stream.get_final_completion()
     (call,) = first.choices[0].message.tool_calls
-    messages.append({"role": "assistant", "content": first.choices[0].message.content,
-                     "tool_calls": [call.model_dump(include={"id", "type", "function"})]})
+    messages.append(
+        {
+            "role": "assistant",
+            "content": first.choices[0].message.content,
+            "tool_calls": [call.model_dump(include={"id", "type", "function"})],
+        }
+    )
     messages.append({"role": "tool", "tool_call_id": call.id, "content": "4 degrees"})
     with sdk.chat.completions.stream(model=STUB_MODEL, messages=messages, tools=[WEATHER_TOOL]) as stream:
         deltas = [event.delta for event in stream if event.type == "content.delta"]

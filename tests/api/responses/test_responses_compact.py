@@ -32,14 +32,10 @@ def test_compact_returns_instructions_and_one_compaction_item(serve: Any) -> Non
         from openai import OpenAI
 
         client = OpenAI(base_url=server.v1, api_key="unused", max_retries=0)
-        compacted = client.responses.compact(
-            model=MODEL, input=INPUT, instructions="Be helpful.", prompt_cache_key="k"
-        )
+        compacted = client.responses.compact(model=MODEL, input=INPUT, instructions="Be helpful.", prompt_cache_key="k")
         assert compacted.object == "response.compaction" and compacted.id.startswith("resp_cmp_")
         first, item = compacted.output
-        assert (
-            first.type == "message" and first.role == "developer" and first.content[0].text == "Be helpful."
-        )
+        assert first.type == "message" and first.role == "developer" and first.content[0].text == "Be helpful."
         assert item.type == "compaction" and item.id.startswith("cmp_") and item.created_by == "tinytitan"
         body = json.loads(base64.b64decode(item.encrypted_content))
         assert sorted(body) == ["createdAt", "mode", "model", "summary", "v"]

@@ -199,9 +199,7 @@ def test_refusals_by_name(server: Any, extra: dict[str, Any], param: str, code: 
 def test_unknown_model_and_bad_json(server: Any) -> None:
     response = httpx.post(server.v1 + "/responses", json={"model": "gpt-5", "input": "hi"})
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
-    response = httpx.post(
-        server.v1 + "/responses", content=b"{", headers={"content-type": "application/json"}
-    )
+    response = httpx.post(server.v1 + "/responses", content=b"{", headers={"content-type": "application/json"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
 
 
@@ -219,9 +217,12 @@ def test_wire_types_never_import_the_engine() -> None:
 
 def test_errors_name_the_input_item(server: LiveServer) -> None:
     """A tool output answering nothing is named by its own input item and field."""
-    body = {"model": MODEL, "input": [
-        {"role": "user", "content": "hi"},
-        {"type": "function_call_output", "call_id": "call_missing", "output": "r"},
-    ]}
+    body = {
+        "model": MODEL,
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call_output", "call_id": "call_missing", "output": "r"},
+        ],
+    }
     error = httpx.post(server.v1 + "/responses", json=body).json()["error"]
     assert (error["code"], error["param"]) == ("invalid_tool_result", "input[1].call_id")

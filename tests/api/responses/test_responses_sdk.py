@@ -118,8 +118,11 @@ def test_stream_helper_with_tools_equals_plain_object(client: Any, server: Any) 
     call = final.output[-1]
     assert call.type == "function_call" and call.name == "Write" and done_args == [call.arguments]
     # The call streamed through the helper goes back as resent history, the way Codex continues.
-    history = [{"role": "user", "content": "write it"}, *[item.model_dump(exclude_none=True) for item in final.output],
-               {"type": "function_call_output", "call_id": call.call_id, "output": "written"}]
+    history = [
+        {"role": "user", "content": "write it"},
+        *[item.model_dump(exclude_none=True) for item in final.output],
+        {"type": "function_call_output", "call_id": call.call_id, "output": "written"},
+    ]
     with client.responses.stream(model=MODEL, input=history, tools=[WRITE_TOOL], store=False) as stream:
         second = stream.get_final_response()
     assert second.output_text == "The file is created." and second.status == "completed"
@@ -194,9 +197,7 @@ def test_namespace_tool_call_carries_namespace(client: Any, server: Any) -> None
             "type": "namespace",
             "name": "crm",
             "description": "CRM",
-            "tools": [
-                {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
-            ],
+            "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}],
         }
     ]
     response = client.responses.create(model=MODEL, input="lookup x", tools=tools)

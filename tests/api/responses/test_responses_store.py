@@ -21,9 +21,7 @@ def test_retrieve_delete_and_cancel(server: Any) -> None:
     assert httpx.get(url).json() == created
     cancel = httpx.post(url + "/cancel")
     assert cancel.status_code == 400
-    assert (
-        cancel.json()["error"]["message"] == "Only responses created with background=true can be cancelled."
-    )
+    assert cancel.json()["error"]["message"] == "Only responses created with background=true can be cancelled."
     assert httpx.delete(url).json() == {"id": created["id"], "object": "response", "deleted": True}
     for response in (
         httpx.get(url),
@@ -115,9 +113,7 @@ def test_previous_response_chain_prepends_the_whole_conversation(client: Any, se
 def test_store_keeps_the_newest() -> None:
     store = ResponseStore(limit=3)
     for i in range(5):
-        store.put(
-            StoredResponse({"id": f"resp_{i}", "output": [{"id": f"msg_{i}"}]}, [{"id": f"in_{i}"}], [])
-        )
+        store.put(StoredResponse({"id": f"resp_{i}", "output": [{"id": f"msg_{i}"}]}, [{"id": f"in_{i}"}], []))
     assert len(store) == 3 and store.get("resp_1") is None and store.get("resp_4") is not None
     assert store.find_item("msg_3") == {"id": "msg_3"} and store.find_item("in_2") == {"id": "in_2"}
     assert store.find_item("msg_0") is None

@@ -54,9 +54,7 @@ async def _events(items: Iterable[Event | BaseException]) -> AsyncIterator[Event
 
 
 def _encode(items: list[Any]) -> list[dict[str, Any]]:
-    shell = response_shell(
-        ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True
-    )
+    shell = response_shell(ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True)
 
     async def run() -> list[dict[str, Any]]:
         return [e async for e in encode_stream(_events(items), OutputBuilder(shell))]
@@ -84,9 +82,7 @@ def test_text_only() -> None:
 
 
 def test_reasoning_then_text() -> None:
-    out = _encode(
-        [ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), TextDelta("y"), Finished("stop")]
-    )
+    out = _encode([ReasoningDelta("a"), ReasoningDelta("b"), TextDelta("x"), TextDelta("y"), Finished("stop")])
     assert [e["type"] for e in out[2:]] == [*REASONING, *MESSAGE, "response.completed"]
     reasoning, _message = out[-1]["response"]["output"]
     assert reasoning["summary"] == [{"type": "summary_text", "text": "ab"}]

@@ -90,8 +90,9 @@ def test_same_seed_same_text(engine: Engine) -> None:
     first = complete(engine, request)
     second = complete(engine, request)
     assert first.text and first.text == second.text
-    other = complete(engine, chat(engine, "Tell me a story.", max_tokens=24,
-                                  sampling=Sampling(temperature=1.0, seed=43)))
+    other = complete(
+        engine, chat(engine, "Tell me a story.", max_tokens=24, sampling=Sampling(temperature=1.0, seed=43))
+    )
     assert other.text != first.text
 
 
@@ -116,8 +117,9 @@ def test_penalties_run_and_stay_reproducible(engine: Engine) -> None:
     sampling = Sampling(temperature=0.8, seed=5, repetition_penalty=1.3, presence_penalty=1.5)
     first = complete(engine, chat(engine, "Repeat repeat repeat.", max_tokens=12, sampling=sampling))
     second = complete(engine, chat(engine, "Repeat repeat repeat.", max_tokens=12, sampling=sampling))
-    plain = complete(engine, chat(engine, "Repeat repeat repeat.", max_tokens=12, sampling=Sampling(
-        temperature=0.8, seed=5)))
+    plain = complete(
+        engine, chat(engine, "Repeat repeat repeat.", max_tokens=12, sampling=Sampling(temperature=0.8, seed=5))
+    )
     assert first.text == second.text
     assert first.finished.usage is not None and first.finished.usage.completion_tokens == 12
     assert plain.text != first.text
@@ -146,8 +148,9 @@ def test_closing_the_stream_stops_the_worker_within_a_token(fresh: Engine) -> No
     backend = backend_of(fresh)
 
     async def scenario() -> tuple[int, int]:
-        job = await fresh.prepare(chat(fresh, "Talk for a long time.", max_tokens=3000,
-                                       sampling=Sampling(temperature=1.0, seed=11)))
+        job = await fresh.prepare(
+            chat(fresh, "Talk for a long time.", max_tokens=3000, sampling=Sampling(temperature=1.0, seed=11))
+        )
         events = job.events()
         seen = 0
         async for event in events:

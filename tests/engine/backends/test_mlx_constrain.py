@@ -38,7 +38,7 @@ def test_mask_follows_the_grammar_and_pads_the_vocabulary(backend: MlxBackend) -
     out = np.array(mask(mx.array([1]), logits))[0]
     allowed = np.flatnonzero(np.isfinite(out))
     assert allowed.size > 0 and all(llt.decode_str([int(t)]).lstrip().startswith("{") for t in allowed)
-    assert not np.isfinite(out[llt.vocab_size:]).any()
+    assert not np.isfinite(out[llt.vocab_size :]).any()
     for token in llt.tokenize_str('{"a": 1}'):
         mask.consume(token)
     assert mask.done
@@ -65,8 +65,7 @@ def _validated(backend: MlxBackend, **fields: Any) -> Any:
 
 
 def test_forced_grammar_names_only_the_forced_tool(backend: MlxBackend) -> None:
-    tools = (Tool("a", parameters={"type": "object", "properties": {"x": {"enum": [1]}}, "required": ["x"]}),
-             Tool("b"))
+    tools = (Tool("a", parameters={"type": "object", "properties": {"x": {"enum": [1]}}, "required": ["x"]}), Tool("b"))
     request = _validated(backend, tools=tools, tool_choice={"type": "function", "function": {"name": "b"}})
     assert request.forced_tool == "b" and request.reasoning_level == "off"
     params = GenerationParams(Sampling(), 50, tool_choice=request.tool_choice, forced_tool=request.forced_tool)

@@ -49,8 +49,9 @@ def test_the_dtype_setting_overrides(quantized_dir: Path, dtype: str) -> None:
     backend = MlxBackend(str(quantized_dir), dtype=dtype)
     engine = Engine(backend)
     try:
-        request = ChatRequest(model=backend.info.id, messages=(Message("user", "Hi"),), max_tokens=3,
-                              sampling=Sampling(seed=1))
+        request = ChatRequest(
+            model=backend.info.id, messages=(Message("user", "Hi"),), max_tokens=3, sampling=Sampling(seed=1)
+        )
         done = run(engine.complete(request))
     finally:
         engine.shutdown()

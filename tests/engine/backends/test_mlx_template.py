@@ -34,11 +34,14 @@ def model_copy(tiny_dir: Path, dest: Path, *, template: str | None = None, extra
     "template, levels",
     [
         ("{% if enable_thinking is defined and enable_thinking is false %}x{% endif %}", ("off", "on")),
-        ("{% set e = reasoning_effort | default('medium') %}"
-         "{% if e in ['low', 'medium', 'high'] %}{% endif %}",
-         ("off", "low", "medium", "high")),
-        ("{% if reasoning_effort == 'minimal' or reasoning_effort == 'xhigh' %}{% endif %}",
-         ("off", "minimal", "xhigh")),
+        (
+            "{% set e = reasoning_effort | default('medium') %}{% if e in ['low', 'medium', 'high'] %}{% endif %}",
+            ("off", "low", "medium", "high"),
+        ),
+        (
+            "{% if reasoning_effort == 'minimal' or reasoning_effort == 'xhigh' %}{% endif %}",
+            ("off", "minimal", "xhigh"),
+        ),
         ("Reasoning: {{ reasoning_effort }}", ("off", "low", "medium", "high")),
         ("{{ messages }}", ()),
     ],
@@ -55,8 +58,9 @@ def test_thinking_kwargs() -> None:
 
 
 def test_tinytitan_json_overrides_the_template(tiny_dir: Path, tmp_path: Path) -> None:
-    path = model_copy(tiny_dir, tmp_path / "m", extra={"reasoning_levels": ["high", "off", "low"],
-                                                       "default_reasoning": "low"})
+    path = model_copy(
+        tiny_dir, tmp_path / "m", extra={"reasoning_levels": ["high", "off", "low"], "default_reasoning": "low"}
+    )
     info = MlxBackend(str(path)).info
     assert info.reasoning_levels == ("off", "low", "high")
     assert info.default_reasoning == "low"
@@ -99,11 +103,12 @@ def render(backend: MlxBackend, request: ChatRequest) -> str:
 def test_thinking_switch_renders(tiny_dir: Path) -> None:
     backend = MlxBackend(str(tiny_dir), model_id="x")
     messages = (Message("system", "Be brief."), Message("user", "Hi"))
-    off = render(backend, ChatRequest(model="x", messages=messages,
-                                      reasoning=ReasoningControls(enable_thinking=False)))
+    off = render(backend, ChatRequest(model="x", messages=messages, reasoning=ReasoningControls(enable_thinking=False)))
     on = render(backend, ChatRequest(model="x", messages=messages))
-    assert off == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n" \
-                  "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert (
+        off == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
     assert on.endswith("<|im_start|>assistant\n")
 
 
@@ -120,25 +125,31 @@ def test_tools_and_tool_turns_render(tiny_dir: Path) -> None:
         tools=(Tool("read", "Read a file", schema),),
     )
     text = render(backend, request)
-    tool_json = json.dumps({"type": "function", "function": {"name": "read", "description": "Read a file",
-                                                              "parameters": schema}})
+    tool_json = json.dumps(
+        {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": schema}}
+    )
     assert "<tools>\n" + tool_json + "\n</tools>" in text
     assert '<tool_call>\n{"name": "read", "arguments": {"path": "/a"}}\n</tool_call><|im_end|>' in text
     assert "<|im_start|>user\n<tool_response>\ncontents\n</tool_response><|im_end|>" in text
 
 
 def test_a_template_that_opens_the_thought_starts_in_reasoning(tiny_dir: Path, tmp_path: Path) -> None:
-    template = (tiny_dir / "chat_template.jinja").read_text(encoding="utf-8").replace(
-        "{{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking",
-        "{{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is not defined or enable_thinking %}"
-        "{{- '<think>\\n' }}{%- endif %}\n    {%- if enable_thinking",
+    template = (
+        (tiny_dir / "chat_template.jinja")
+        .read_text(encoding="utf-8")
+        .replace(
+            "{{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking",
+            "{{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is not defined or enable_thinking %}"
+            "{{- '<think>\\n' }}{%- endif %}\n    {%- if enable_thinking",
+        )
     )
     assert template.count("<think>\\n'") == 1
     path = model_copy(tiny_dir, tmp_path / "m", template=template)
     engine = Engine(MlxBackend(str(path), model_id="x"))
     try:
-        request = ChatRequest(model="x", messages=(Message("user", "Think."),), max_tokens=6,
-                              sampling=Sampling(temperature=0.0))
+        request = ChatRequest(
+            model="x", messages=(Message("user", "Think."),), max_tokens=6, sampling=Sampling(temperature=0.0)
+        )
         _validated, prompt = run(engine.validate(request))
         assert prompt.start_in_reasoning and prompt.text.endswith("<think>\n")
         done = run(engine.complete(request))

@@ -19,8 +19,9 @@ RULES = [
 
 
 def _run(backend: StubBackend, *, stream: bool, reasoning: ReasoningControls | None = None) -> str:
-    chat = ChatRequest(model="stub-model", messages=(Message("user", "hi"),), stream=stream,
-                       reasoning=reasoning or ReasoningControls())
+    chat = ChatRequest(
+        model="stub-model", messages=(Message("user", "hi"),), stream=stream, reasoning=reasoning or ReasoningControls()
+    )
     request = validate(chat, backend.info)
     prompt = backend.render(request)
     params = GenerationParams(sampling=request.sampling, max_new=request.cap)
@@ -42,8 +43,15 @@ def test_when_stream_is_a_known_key() -> None:
 
 
 def test_recorded_request_says_which_reasoning_controls_were_sent() -> None:
-    backend = StubBackend(load_script({"reasoning_levels": ["off", "low", "high"], "default_reasoning": "low",
-                                       "rules": [{"reply": {"text": "ok"}}]}))
+    backend = StubBackend(
+        load_script(
+            {
+                "reasoning_levels": ["off", "low", "high"],
+                "default_reasoning": "low",
+                "rules": [{"reply": {"text": "ok"}}],
+            }
+        )
+    )
     _run(backend, stream=False)
     _run(backend, stream=False, reasoning=ReasoningControls(effort="high"))
     first, second = backend.recorded
@@ -64,11 +72,13 @@ def test_recorded_request_says_which_reasoning_controls_were_sent() -> None:
 def test_stub_checks_a_forced_call(calls: list, choice: object, ok: bool) -> None:
     from tinytitan.engine.request import Tool
 
-    backend = StubBackend(load_script({"forced_tool_calls": True,
-                                       "rules": [{"reply": {"text": "", "tool_calls": calls}}]}))
+    backend = StubBackend(
+        load_script({"forced_tool_calls": True, "rules": [{"reply": {"text": "", "tool_calls": calls}}]})
+    )
     tools = (Tool("a", parameters={"type": "object", "properties": {"x": {"type": "integer"}}}), Tool("b"))
-    req = validate(ChatRequest(model="m", messages=(Message("user", "hi"),), tools=tools, tool_choice=choice),
-                   backend.info)
+    req = validate(
+        ChatRequest(model="m", messages=(Message("user", "hi"),), tools=tools, tool_choice=choice), backend.info
+    )
     params = GenerationParams(req.sampling, 100, tool_choice=req.tool_choice, forced_tool=req.forced_tool)
     run = lambda: list(backend.generate(req, backend.render(req), params, threading.Event(), GenerationStats()))  # noqa: E731
     if ok:

@@ -106,13 +106,14 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
             texts.append(block.text or "")
         elif block.type == "tool_result":
             if not block.tool_use_id:
-                raise InvalidRequest("a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id",
-                                     code="invalid_tool_result")
-            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id,
-                                   source=here))
+                raise InvalidRequest(
+                    "a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id", code="invalid_tool_result"
+                )
+            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id, source=here))
         elif block.type == "tool_use":
-            raise InvalidRequest("tool_use blocks are only allowed in assistant messages", param=here,
-                                 code="invalid_tool_call")
+            raise InvalidRequest(
+                "tool_use blocks are only allowed in assistant messages", param=here, code="invalid_tool_call"
+            )
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     if texts or not results:
@@ -131,14 +132,16 @@ def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
         elif block.type == "tool_use":
             args = {} if block.input is None else block.input
             if not isinstance(args, dict):
-                raise InvalidRequest("tool_use input must be a JSON object", param=f"{here}.input",
-                                     code="invalid_tool_arguments")
+                raise InvalidRequest(
+                    "tool_use input must be a JSON object", param=f"{here}.input", code="invalid_tool_arguments"
+                )
             calls.append(ToolCallSpec(block.id or "", block.name or "", json.dumps(args, ensure_ascii=False)))
         elif block.type == "thinking":
             thoughts.append(block.thinking or "")
         elif block.type == "tool_result":
-            raise InvalidRequest("tool_result blocks are only allowed in user messages", param=here,
-                                 code="invalid_tool_result")
+            raise InvalidRequest(
+                "tool_result blocks are only allowed in user messages", param=here, code="invalid_tool_result"
+            )
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     reasoning = "".join(thoughts) or None  # accepted, never rendered
@@ -150,8 +153,7 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
     previous = turns[-1] if turns else None
     if message.role == "user" and previous is not None and previous.role == "user":
         texts = (previous.content, message.content)
-        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t),
-                            source=previous.source)
+        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t), source=previous.source)
     else:
         turns.append(message)
 
@@ -159,8 +161,11 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
 def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...]:
     conversation = [i for i, m in enumerate(wire) if m.role != "system"]
     if conversation and wire[conversation[-1]].role == "assistant":
-        raise InvalidRequest("a trailing assistant message (prefill) is not supported",
-                             param=f"messages[{conversation[-1]}]", code="invalid_message")
+        raise InvalidRequest(
+            "a trailing assistant message (prefill) is not supported",
+            param=f"messages[{conversation[-1]}]",
+            code="invalid_message",
+        )
     guidance = list(system)
     turns: list[Message] = []
     for i, message in enumerate(wire):
@@ -175,8 +180,11 @@ def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...
         elif message.role == "assistant":
             turns.append(_assistant_message(blocks, where))
         else:
-            raise InvalidRequest(f"unknown role '{message.role}'; expected user or assistant",
-                                 param=f"{where}.role", code="invalid_message")
+            raise InvalidRequest(
+                f"unknown role '{message.role}'; expected user or assistant",
+                param=f"{where}.role",
+                code="invalid_message",
+            )
     return tuple(Message("system", text) for text in guidance) + tuple(turns)
 
 
@@ -188,8 +196,7 @@ def _tools(wire: MessagesRequest) -> tuple[Tool, ...]:
     for i, t in enumerate(wire.tools or ()):
         if t.type not in (None, "custom"):
             raise InvalidRequest(
-                f"tools of type '{t.type}' are not supported; only custom tools "
-                "{name, description, input_schema}",
+                f"tools of type '{t.type}' are not supported; only custom tools {{name, description, input_schema}}",
                 param=f"tools[{i}].type",
                 code="unsupported_tool",
             )
@@ -203,7 +210,8 @@ def _tool_choice(choice: ToolChoice | None) -> Any:
     if choice.disable_parallel_tool_use:
         raise InvalidRequest(
             "disable_parallel_tool_use is not supported: the decoder emits the calls the model produces",
-            param="tool_choice.disable_parallel_tool_use", code="unsupported_value",
+            param="tool_choice.disable_parallel_tool_use",
+            code="unsupported_value",
         )
     if choice.type in ("auto", "none"):
         return choice.type
@@ -213,8 +221,9 @@ def _tool_choice(choice: ToolChoice | None) -> Any:
         if not choice.name:
             raise InvalidRequest("tool_choice of type 'tool' needs the tool's name", param="tool_choice.name")
         return {"type": "function", "function": {"name": choice.name}}
-    raise InvalidRequest(f"unknown tool_choice type '{choice.type}'; use auto, none, any or tool",
-                         param="tool_choice.type")
+    raise InvalidRequest(
+        f"unknown tool_choice type '{choice.type}'; use auto, none, any or tool", param="tool_choice.type"
+    )
 
 
 def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> ReasoningControls:
@@ -224,8 +233,9 @@ def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> Reason
     if thinking.type == "disabled":
         return ReasoningControls(level="off")
     if thinking.type != "enabled":
-        raise InvalidRequest(f"unknown thinking type '{thinking.type}'; use enabled, disabled or adaptive",
-                             param="thinking.type")
+        raise InvalidRequest(
+            f"unknown thinking type '{thinking.type}'; use enabled, disabled or adaptive", param="thinking.type"
+        )
     budget = thinking.budget_tokens
     param = "thinking.budget_tokens"
     if budget is None:
@@ -235,9 +245,7 @@ def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> Reason
     if budget < 1024:
         raise InvalidRequest(f"budget_tokens must be at least 1024, got {budget}", param=param)
     if max_tokens is not None and max_tokens > 0 and budget >= max_tokens:
-        raise InvalidRequest(
-            f"budget_tokens ({budget}) must be less than max_tokens ({max_tokens})", param=param
-        )
+        raise InvalidRequest(f"budget_tokens ({budget}) must be less than max_tokens ({max_tokens})", param=param)
     level = "low" if budget < 4096 else "medium" if budget < 16384 else "xhigh"
     return ReasoningControls(level=level)
 
@@ -254,13 +262,12 @@ def _response_format(raw: Any) -> Any:
 
 def _refuse_by_name(wire: MessagesRequest) -> None:
     if wire.output_format is not None:
-        raise InvalidRequest("output_format is not supported; use output_config.format",
-                             param="output_format", code="unsupported_value")
+        raise InvalidRequest(
+            "output_format is not supported; use output_config.format", param="output_format", code="unsupported_value"
+        )
     for name in ("container", "mcp_servers"):
         if getattr(wire, name) is not None:
-            raise InvalidRequest(
-                f"{name} is not supported by this server", param=name, code="unsupported_value"
-            )
+            raise InvalidRequest(f"{name} is not supported by this server", param=name, code="unsupported_value")
 
 
 def to_chat_request(

@@ -71,8 +71,12 @@ def _tool_input(call: ToolCall) -> Any:
 
 
 def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_use_id(call), "name": call.name,
-            "input": _tool_input(call) if with_input else {}}
+    return {
+        "type": "tool_use",
+        "id": tool_use_id(call),
+        "name": call.name,
+        "input": _tool_input(call) if with_input else {},
+    }
 
 
 def message_object(result: Completion, model: str, *, message_id: str | None = None) -> dict[str, Any]:
@@ -111,8 +115,12 @@ class _Blocks:
         self.index += 1
         self.open = block["type"]
         self.kinds.append(block["type"])
-        out.append(SSE({"type": "content_block_start", "index": self.index, "content_block": block},
-                       event="content_block_start"))
+        out.append(
+            SSE(
+                {"type": "content_block_start", "index": self.index, "content_block": block},
+                event="content_block_start",
+            )
+        )
         return out
 
     def delta(self, delta: dict[str, Any]) -> SSE:
@@ -148,8 +156,14 @@ async def stream_events(
 ) -> AsyncIterator[SSE]:
     """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
     start = {
-        "id": message_id or new_message_id(), "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_object(Usage()),
+        "id": message_id or new_message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage_object(Usage()),
     }
     yield SSE({"type": "message_start", "message": start}, event="message_start")
     blocks = _Blocks()

@@ -169,13 +169,15 @@ async def stream_chunks(events: AsyncIterator[Event], model: str, *, include_usa
     cid, created = new_completion_id(), int(time.time())
 
     def chunk(delta: dict[str, Any], reason: str | None = None) -> SSE:
-        return SSE({
-            "id": cid,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
-        })
+        return SSE(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
+            }
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     calls = 0
@@ -191,14 +193,16 @@ async def stream_chunks(events: AsyncIterator[Event], model: str, *, include_usa
             elif isinstance(event, Finished):
                 yield chunk({}, finish_reason(event, calls > 0))
                 if include_usage:
-                    yield SSE({
-                        "id": cid,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": usage_object(event.usage),
-                    })
+                    yield SSE(
+                        {
+                            "id": cid,
+                            "object": "chat.completion.chunk",
+                            "created": created,
+                            "model": model,
+                            "choices": [],
+                            "usage": usage_object(event.usage),
+                        }
+                    )
     except TinyTitanError as exc:
         yield SSE(openai_error(exc)[1])
     except Exception:

@@ -125,9 +125,7 @@ class OutputBuilder:
         ids = {"item_id": item["id"], "output_index": index}
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": ""}
-            events.append(
-                self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part)
-            )
+            events.append(self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part))
         elif item["type"] == "message":
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             events.append(self._event("response.content_part.added", **ids, content_index=0, part=part))
@@ -146,22 +144,14 @@ class OutputBuilder:
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": text}
             item["summary"] = [part]
-            events.append(
-                self._event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text)
-            )
-            events.append(
-                self._event("response.reasoning_summary_part.done", **ids, summary_index=0, part=part)
-            )
+            events.append(self._event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text))
+            events.append(self._event("response.reasoning_summary_part.done", **ids, summary_index=0, part=part))
         else:
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             item["content"] = [part]
             item["status"] = "completed"
-            events.append(
-                self._event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[])
-            )
-            events.append(
-                self._event("response.content_part.done", **ids, content_index=0, part=copy.deepcopy(part))
-            )
+            events.append(self._event("response.output_text.done", **ids, content_index=0, text=text, logprobs=[]))
+            events.append(self._event("response.content_part.done", **ids, content_index=0, part=copy.deepcopy(part)))
         events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
         return events
 
@@ -187,13 +177,9 @@ class OutputBuilder:
         self._buffer.append(text)
         ids = {"item_id": self._open["id"], "output_index": len(self.output) - 1}
         if kind == "reasoning":
-            events.append(
-                self._event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text)
-            )
+            events.append(self._event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=text))
         else:
-            events.append(
-                self._event("response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[])
-            )
+            events.append(self._event("response.output_text.delta", **ids, content_index=0, delta=text, logprobs=[]))
         return events
 
     def _call(self, call: ToolCall) -> list[dict[str, Any]]:
@@ -216,9 +202,7 @@ class OutputBuilder:
         item["arguments"] = call.arguments_json
         item["status"] = "completed"
         events.append(
-            self._event(
-                "response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments_json
-            )
+            self._event("response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments_json)
         )
         events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
         return events
@@ -255,9 +239,7 @@ class OutputBuilder:
         return [self._event("response.failed", response=self._snapshot())]
 
 
-async def encode_stream(
-    events: AsyncIterator[Event], builder: OutputBuilder
-) -> AsyncIterator[dict[str, Any]]:
+async def encode_stream(events: AsyncIterator[Event], builder: OutputBuilder) -> AsyncIterator[dict[str, Any]]:
     """created → in_progress → items … → completed | incomplete; a failure → response.failed.
 
     Closing this iterator (a client that went away) closes ``events``, which cancels the generation.

@@ -157,9 +157,7 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
         ref = _string(item, "id", where)
         found = resolve(ref)
         if found is None:
-            raise InvalidRequest(
-                f"Item with id '{ref}' not found.", param=f"{where}.id", code="item_not_found"
-            )
+            raise InvalidRequest(f"Item with id '{ref}' not found.", param=f"{where}.id", code="item_not_found")
         if found.get("type") == "item_reference":
             raise InvalidRequest("an item_reference may not name another reference", param=f"{where}.id")
         _map_item(mapped, found, where, resolve)
@@ -173,9 +171,7 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
                 code="invalid_message",
             )
         if item.get("content") is None:
-            raise InvalidRequest(
-                "a message item needs content", param=f"{where}.content", code="invalid_message"
-            )
+            raise InvalidRequest("a message item needs content", param=f"{where}.content", code="invalid_message")
         text = _content(item["content"], f"{where}.content")
         if role in ("system", "developer"):
             if text:
@@ -262,15 +258,11 @@ def _refuse(wire: ResponsesRequest) -> None:
         return InvalidRequest(message, param=param, code="unsupported_value")
 
     if wire.background:
-        raise no(
-            "background", "background responses are not supported; every response here runs in the foreground"
-        )
+        raise no("background", "background responses are not supported; every response here runs in the foreground")
     if wire.prompt is not None:
         raise no("prompt", "prompt templates are not supported; send instructions and input instead")
     if wire.conversation is not None:
-        raise no(
-            "conversation", "hosted conversations are not supported; use previous_response_id or resend input"
-        )
+        raise no("conversation", "hosted conversations are not supported; use previous_response_id or resend input")
     for j, value in enumerate(wire.include or ()):
         if value not in ALLOWED_INCLUDE:
             raise no(f"include[{j}]", f"include value '{value}' is not supported")
@@ -289,9 +281,7 @@ def to_chat_request(
         raise InvalidRequest("model is required", param="model")
     if wire.input is None:
         raise InvalidRequest("input is required", param="input")
-    conversation = (
-        map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
-    )
+    conversation = map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
     current = map_input(wire.input, resolve=resolve)
     conversation.extend(current)
     system = [wire.instructions] if wire.instructions else []

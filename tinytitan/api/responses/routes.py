@@ -43,9 +43,7 @@ class ResponsesController(Controller):
     path = "/v1/responses"
 
     @post("/", status_code=200)
-    async def create(
-        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
-    ) -> Any:
+    async def create(self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep) -> Any:
         store = responses_store
         wire = await read_json(request, ResponsesRequest)
         history: list[dict[str, Any]] = []
@@ -82,9 +80,7 @@ class ResponsesController(Controller):
         return Response(response)
 
     @post("/compact", status_code=200)
-    async def compact(
-        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
-    ) -> Any:
+    async def compact(self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep) -> Any:
         wire = await read_json(request, CompactRequest)
         if not wire.model:
             raise InvalidRequest("model is required", param="model", code="invalid_value")
@@ -99,9 +95,7 @@ class ResponsesController(Controller):
             )
         if wire.input is not None:
             mapped.extend(map_input(wire.input, resolve=responses_store.find_item))
-        work = compact(
-            engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens
-        )
+        work = compact(engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens)
         result = await until_disconnect(request, work)
         return Response(compaction_object(result, wire.instructions))
 
@@ -118,9 +112,7 @@ class ResponsesController(Controller):
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
         _stored(responses_store, response_id)
-        raise InvalidRequest(
-            "Only responses created with background=true can be cancelled.", param="response_id"
-        )
+        raise InvalidRequest("Only responses created with background=true can be cancelled.", param="response_id")
 
     @get("/{response_id:str}/input_items")
     async def input_items(

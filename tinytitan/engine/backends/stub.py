@@ -26,7 +26,14 @@ _MARK = r"<\|?/?[A-Za-z_]+\|?>"
 _TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
 _WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model", "stream"}
 _REPLY_KEYS = {
-    "text", "reasoning", "tool_calls", "raw", "finish_reason", "chunk_size", "chunk_delay_ms", "fail_after_events",
+    "text",
+    "reasoning",
+    "tool_calls",
+    "raw",
+    "finish_reason",
+    "chunk_size",
+    "chunk_delay_ms",
+    "fail_after_events",
 }
 
 
@@ -137,7 +144,7 @@ class StubBackend(Backend):
         for turn in request.turns:
             body = turn.text
             for call in turn.tool_calls:
-                body += f"\n<tool_call>\n{{\"name\": \"{call.name}\", \"arguments\": {call.arguments}}}\n</tool_call>"
+                body += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {call.arguments}}}\n</tool_call>'
             lines.append(f"<|im_start|>{turn.role}\n{body}<|im_end|>")
         think = "" if request.reasoning_level not in (None, "off") else "<think>\n\n</think>\n\n"
         lines.append(f"<|im_start|>assistant\n{think}")
@@ -152,29 +159,38 @@ class StubBackend(Backend):
 
     def _record(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> None:
         r = request.request
-        self.recorded.append({
-            "request_id": request.request_id,
-            "model": r.model,
-            "system": request.system,
-            "messages": [
-                {"role": t.role, "content": t.text,
-                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls],
-                 "tool_call_id": t.tool_call_id}
-                for t in request.turns
-            ],
-            "tools": [{"name": t.name, "namespace": t.namespace, "parameters": t.parameters} for t in request.tools],
-            "tool_choice": request.tool_choice,
-            "sampling": {k: getattr(params.sampling, k) for k in
-                         ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")},
-            "stop": list(request.stop),
-            "max_new": params.max_new,
-            "reasoning_level": request.reasoning_level,
-            "reasoning_requested": {k: v for k, v in asdict(r.reasoning).items() if v is not None},
-            "output_format": None if request.output_format is None else request.output_format.type,
-            "strip_cli": request.strip_cli,
-            "stream": r.stream,
-            "prompt": prompt.text,
-        })
+        self.recorded.append(
+            {
+                "request_id": request.request_id,
+                "model": r.model,
+                "system": request.system,
+                "messages": [
+                    {
+                        "role": t.role,
+                        "content": t.text,
+                        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls],
+                        "tool_call_id": t.tool_call_id,
+                    }
+                    for t in request.turns
+                ],
+                "tools": [
+                    {"name": t.name, "namespace": t.namespace, "parameters": t.parameters} for t in request.tools
+                ],
+                "tool_choice": request.tool_choice,
+                "sampling": {
+                    k: getattr(params.sampling, k)
+                    for k in ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")
+                },
+                "stop": list(request.stop),
+                "max_new": params.max_new,
+                "reasoning_level": request.reasoning_level,
+                "reasoning_requested": {k: v for k, v in asdict(r.reasoning).items() if v is not None},
+                "output_format": None if request.output_format is None else request.output_format.type,
+                "strip_cli": request.strip_cli,
+                "stream": r.stream,
+                "prompt": prompt.text,
+            }
+        )
 
     def _cached_prefix(self, tokens: list[str]) -> int:
         best = 0

@@ -109,9 +109,7 @@ def _download(repo: str, *, default: bool) -> Path:
         else:
             why = f"the download failed ({type(exc).__name__}: {exc})"
         how = _how_to_get(repo, default=default)
-        raise ModelUnavailable(
-            f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}"
-        ) from exc
+        raise ModelUnavailable(f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}") from exc
     return Path(str(path))
 
 

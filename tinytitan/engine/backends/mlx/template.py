@@ -65,9 +65,18 @@ def read_template(path: Path) -> str:
 
 # markers mlx-lm's tool-parser inference checks before it settles on the JSON one (json_tools)
 _OTHER_CALL_SYNTAX = (
-    "<minimax:tool_call>", "<|tool_call>", "<start_function_call>", "<longcat_tool_call>", "<arg_key>",
-    "<|tool_list_start|>", "<|tool_call_start|>", "<function=", "<|tool_calls_section_begin|>",
-    '<function name="', "[TOOL_CALLS]", "<atem:function_calls>",
+    "<minimax:tool_call>",
+    "<|tool_call>",
+    "<start_function_call>",
+    "<longcat_tool_call>",
+    "<arg_key>",
+    "<|tool_list_start|>",
+    "<|tool_call_start|>",
+    "<function=",
+    "<|tool_calls_section_begin|>",
+    '<function name="',
+    "[TOOL_CALLS]",
+    "<atem:function_calls>",
 )
 
 
@@ -124,9 +133,7 @@ def read_levels(path: Path, template: str) -> Levels:
     if "default_reasoning" in declared:
         default = declared["default_reasoning"]
         if default is not None and default not in LADDER:
-            raise ModelUnavailable(
-                f"{path / 'tinytitan.json'}: default_reasoning must be one of {', '.join(LADDER)}"
-            )
+            raise ModelUnavailable(f"{path / 'tinytitan.json'}: default_reasoning must be one of {', '.join(LADDER)}")
     return Levels(levels, default)
 
 
@@ -174,8 +181,7 @@ def template_messages(request: ValidatedRequest) -> list[dict[str, Any]]:
         message: dict[str, Any] = {"role": turn.role, "content": turn.text}
         if turn.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
                 for c in turn.tool_calls
             ]
         if turn.role == "tool":
