@@ -27,7 +27,7 @@ from typing import Any  # noqa: E402
 
 from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.events import Finished  # noqa: E402
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling  # noqa: E402
+from tinytitan.engine.request import ChatRequest, FormatRequest, Message, ReasoningControls, Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.testing.loop import run  # noqa: E402
 from tinytitan.testing.tiny_model import tiny_model_dir  # noqa: E402
@@ -40,7 +40,7 @@ def request(engine: Engine, text: str, n: int, fmt: dict[str, Any] | None) -> Ch
         max_tokens=n,
         sampling=Sampling(temperature=1.0, seed=7),
         reasoning=ReasoningControls(enable_thinking=False),
-        response_format=fmt,
+        output_format=FormatRequest("json_object", "response_format", "response_format") if fmt else None,
         stream=True,
     )
 

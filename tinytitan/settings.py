@@ -50,6 +50,8 @@ class Settings:
     prompt_cache_mib: int = 2048
     dtype: str = "auto"
     keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
+    strip_cli_prompt: bool = False  # apply the -fast strip to every request (reference §10)
+    strip_tags: tuple[str, ...] = ("system-reminder",)  # spans the strip cuts
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""

@@ -104,5 +104,3 @@ def test_corrupt_session_is_a_clear_error(tmp_path: Path) -> None:
         assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
     result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
     assert result.exit_code == 2 and "cannot read" in result.stderr
-    result = CliRunner().invoke(app, ["compact", str(path)])
-    assert result.exit_code == 2 and "--model" in result.stderr

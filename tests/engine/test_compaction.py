@@ -26,14 +26,14 @@ from tinytitan.engine.compaction import (
     trim_middle,
 )
 from tinytitan.engine.errors import InvalidRequest
-from tinytitan.engine.request import Message, ToolCallSpec
+from tinytitan.engine.request import Message, ToolCall
 from tinytitan.engine.service import Engine
 
 MODEL = "stub-model"
 SESSION = (
     Message("system", "You are a coding agent."),
     Message("user", "Make the build use ruff; keep line length 110."),
-    Message("assistant", "Checking.", tool_calls=(ToolCallSpec("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)),
+    Message("assistant", "Checking.", tool_calls=(ToolCall("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)),
     Message("tool", "[tool.ruff]\nline-length = 100", tool_call_id="c1"),
     Message("assistant", "I changed line-length to 110 in pyproject.toml; black was rejected (slower)."),
 )

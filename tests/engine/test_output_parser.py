@@ -29,7 +29,7 @@ def test_reasoning_text_and_a_call_split_char_by_char() -> None:
     assert text_of(events, ReasoningDelta) == "plan it"
     assert text_of(events, TextDelta) == "Sure."
     (call,) = [e for e in events if isinstance(e, ToolCall)]
-    assert (call.name, call.arguments_json) == ("f", '{"a": 1}')
+    assert (call.name, call.arguments) == ("f", '{"a": 1}')
     assert parser.tool_calls == 1
 
 
@@ -72,7 +72,7 @@ def test_unparseable_call_is_shown_as_text() -> None:
 def test_unterminated_call_is_parsed_at_the_end() -> None:
     _, events = run(['<tool_call>{"name": "g", "arguments": "{\\"k\\": 2}"}'])
     (call,) = [e for e in events if isinstance(e, ToolCall)]
-    assert call.name == "g" and call.arguments_json == '{"k": 2}'
+    assert call.name == "g" and call.arguments == '{"k": 2}'
 
 
 def test_namespace_carried_on_calls() -> None:

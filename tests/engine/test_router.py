@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinytitan.engine.errors import UnknownModel
-from tinytitan.engine.request import ChatRequest, Message, Part, Tool, ToolCallSpec
+from tinytitan.engine.request import ChatRequest, Message, Part, Tool, ToolCall
 from tinytitan.engine.router import resolve_model, strip_cli
 
 
@@ -22,7 +22,7 @@ def test_strip_cli() -> None:
         messages=(
             Message("system", "guidance"),
             Message("user", (Part("text", "<System-Reminder>x</System-Reminder>do it"),)),
-            Message("assistant", None, tool_calls=(ToolCallSpec("c1", "f", "{}"),)),
+            Message("assistant", None, tool_calls=(ToolCall("c1", "f", "{}"),)),
             Message("tool", "result", tool_call_id="c1"),
             Message("assistant", "done <system-reminder>y</system-reminder>"),
             Message("user", "<system-reminder>only</system-reminder>"),

@@ -71,6 +71,8 @@ def anthropic_error(exc: TinyTitanError, request_id: str) -> tuple[int, dict[str
 
 
 def is_anthropic(path: str, headers: Any) -> bool:
+    """Whether a request is answered in the Anthropic envelope: a Messages path, or any request
+    carrying ``anthropic-version`` (``headers``: anything that answers ``in`` with lower-case names)."""
     return path.startswith("/v1/messages") or "anthropic-version" in headers
 
 

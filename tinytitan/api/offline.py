@@ -12,8 +12,9 @@ import msgspec
 
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import ChatRequest
+from tinytitan.engine.router import FAST_SUFFIX
 
-__all__ = ["API_NAMES", "Api", "detect_api", "to_chat_request"]
+__all__ = ["API_NAMES", "Api", "detect_api", "parse_api", "to_chat_request"]
 
 Api = Literal["chat", "responses", "messages"]
 API_NAMES: tuple[Api, ...] = ("chat", "responses", "messages")
@@ -28,6 +29,14 @@ def _has_anthropic_blocks(messages: Any) -> bool:
         ):
             return True
     return False
+
+
+def parse_api(name: str) -> Api:
+    """``chat``, ``responses`` or ``messages``; ``ValueError`` naming the choices otherwise."""
+    for api in API_NAMES:
+        if name == api:
+            return api
+    raise ValueError(f"--api takes one of {', '.join(API_NAMES)}")
 
 
 def detect_api(doc: Any) -> Api:
@@ -53,10 +62,16 @@ def _convert(doc: dict[str, Any], wire_type: type[Any]) -> Any:
 
 
 def to_chat_request(doc: Any, api: Api, *, model: str) -> ChatRequest:
-    """Map ``doc`` with ``api``'s own mapper; ``model`` fills in a missing model name."""
+    """Map ``doc`` with ``api``'s own mapper, for ``model``.
+
+    A saved request is counted or compacted with the model the user gave, whatever model it named
+    (a Claude Code capture names ``claude-*``; a request saved from a ``--model-id`` server names
+    that id) — except ``<model>-fast``, which keeps the strip the server would apply.
+    """
     if isinstance(doc, list):
         doc = {"input": doc} if api == "responses" else {"messages": doc}
-    doc = {"model": model, **doc}
+    named = doc.get("model")
+    doc = {**doc, "model": named if named == model + FAST_SUFFIX else model}
     if api == "responses":
         from tinytitan.api.responses.inputs import to_chat_request as from_responses
         from tinytitan.api.responses.protocol import ResponsesRequest

@@ -8,6 +8,7 @@ from litestar import Controller, Request, get, head, post
 from litestar.params import FromPath
 
 from tinytitan.api.deps import EngineDep
+from tinytitan.api.errors import is_anthropic
 from tinytitan.engine.errors import UnknownModel
 
 __all__ = ["ModelsController", "health", "health_head", "stub_requests"]
@@ -37,7 +38,7 @@ class ModelsController(Controller):
     @get("/")
     async def list_models(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, Any]:
         ids = engine.model_ids()
-        if "anthropic-version" in request.headers:
+        if is_anthropic(request.url.path, request.headers):
             return {
                 "data": [_anthropic_model(i) for i in ids],
                 "has_more": False,
@@ -53,7 +54,7 @@ class ModelsController(Controller):
         name = model_id.lstrip("/")
         if not engine.accepts(name):
             raise UnknownModel(name)
-        return _anthropic_model(name) if "anthropic-version" in request.headers else _openai_model(name)
+        return _anthropic_model(name) if is_anthropic(request.url.path, request.headers) else _openai_model(name)
 
     @post("/unload", status_code=200)
     async def unload(self, engine: EngineDep) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 Chat Completions frames are ``data: <json>`` lines; Responses and Messages name each ``event:``.
 While the next event is slow (queued, prefill), a keepalive goes out every ``interval`` seconds:
-an SSE comment ``: ping`` on OpenAI streams, ``event: ping`` on Anthropic ones (reference §1).
+an SSE comment line ``: ping`` alone on OpenAI streams (a comment with an empty ``data:`` field would
+be dispatched as an event and break every OpenAI client's JSON parser), ``event: ping`` on Anthropic
+ones (reference §1). Lines end in ``\n`` — what the OpenAI and Anthropic APIs send, and all that
+simple parsers splitting on ``\n`` can read.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ class SSE:
 
     def message(self) -> ServerSentEventMessage:
         data = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
-        return ServerSentEventMessage(data=data, event=self.event)
+        return ServerSentEventMessage(data=data, event=self.event, sep=_LF)
 
 
-_OPENAI_PING = ServerSentEventMessage(comment="ping")
+_LF = "\n"
+_OPENAI_PING = ServerSentEventMessage(comment="ping", data=None, sep=_LF)
 _ANTHROPIC_PING = SSE({"type": "ping"}, event="ping")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from tinytitan.api.errors import error_payload
+from tinytitan.api.errors import error_payload, is_anthropic
 from tinytitan.engine.errors import HeadersTooLarge, RequestTimeout, TinyTitanError
 from tinytitan.settings import Settings
 
@@ -33,12 +33,15 @@ _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
     """A complete ``connection: close`` response in the envelope of the path on the request line."""
-    target = head.split(b"\r\n", 1)[0].split(b" ")
-    anthropic = len(target) > 1 and target[1].startswith(b"/v1/messages")
+    lines = head.split(b"\r\n")
+    target = lines[0].split(b" ")
+    path = target[1].decode("latin-1") if len(target) > 1 else ""
+    names = {line.split(b":", 1)[0].strip().lower().decode("latin-1") for line in lines[1:] if b":" in line}
+    anthropic = is_anthropic(path, names)
     request_id = "req_" + secrets.token_hex(16)
     status, body, _ = error_payload(exc, anthropic=anthropic, request_id=request_id)
     raw = json.dumps(body).encode()
-    lines = [
+    response = [
         b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error")),
         b"content-type: application/json",
         b"content-length: %d" % len(raw),
@@ -46,7 +49,7 @@ def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
         b"connection: close",
         *([b"request-id: " + request_id.encode()] if anthropic else []),
     ]
-    return b"\r\n".join(lines) + b"\r\n\r\n" + raw
+    return b"\r\n".join(response) + b"\r\n\r\n" + raw
 
 
 def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:

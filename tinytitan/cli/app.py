@@ -6,6 +6,7 @@ import typer
 
 from tinytitan import __version__
 from tinytitan.cli.chat import chat
+from tinytitan.cli.common import allow_reexec
 from tinytitan.cli.compact import compact
 from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.models import models
@@ -46,4 +47,5 @@ app.command("chat")(chat)
 
 
 def main() -> None:
+    allow_reexec()
     app()

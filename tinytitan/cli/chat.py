@@ -32,7 +32,7 @@ async def chat_turn(engine: Engine, history: list[Message], *, max_tokens: int |
             text.append(event.text)
             typer.echo(event.text, nl=False)
         elif isinstance(event, ToolCall):
-            typer.secho(f"\n[tool call {event.name} {event.arguments_json}]", fg=typer.colors.YELLOW, nl=False)
+            typer.secho(f"\n[tool call {event.name} {event.arguments}]", fg=typer.colors.YELLOW, nl=False)
         elif isinstance(event, Finished):
             u = event.usage
             typer.secho(
@@ -59,7 +59,7 @@ def chat(
     """Chat with a model in the terminal (no server needed). Ctrl-D or /exit ends it."""
     import asyncio
 
-    from tinytitan.cli.serve import build_backend
+    from tinytitan.engine.backends.factory import build_backend
     from tinytitan.engine.errors import TinyTitanError
     from tinytitan.engine.reasoning import normalize_level
     from tinytitan.engine.request import Message

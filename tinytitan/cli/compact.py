@@ -9,10 +9,14 @@ messages and handed to ``tinytitan.engine.compaction.compact`` — the same func
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.options import MaxContext, Model, ModelId, Stub, engine_settings
 
 if TYPE_CHECKING:
     from tinytitan.engine.request import Message
@@ -25,8 +29,7 @@ class SessionError(ValueError):
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.secho(f"tinytitan compact: {message}", err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
+    return fail("compact", message)
 
 
 def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
@@ -54,49 +57,37 @@ def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
 
 def compact(
     session: Annotated[
-        Path,
+        str,
         typer.Argument(
             metavar="SESSION.json",
-            help="A saved session (Responses input, Chat messages or an Anthropic Messages request).",
+            help="A saved session (Responses input, Chat messages or an Anthropic Messages request); '-' reads stdin.",
         ),
     ],
-    model: str = typer.Option(
-        None,
-        "--model",
-        envvar="TINYTITAN_MODEL",
-        metavar="DIR_OR_ID",
-        help="The model that writes the note: a local directory or a hub id.",
-    ),
-    stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Use a scripted backend (tests)."),
+    model: Model = None,
+    model_id: ModelId = None,
+    stub: Stub = None,
+    max_context: MaxContext = None,
     max_tokens: int = typer.Option(
-        None,
-        "--max-tokens",
-        help="The note's budget in tokens (default: one eighth of the context, at most 4096).",
+        None, "--max-tokens", help="The note's budget in tokens (default: one eighth of the context, at most 4096)."
     ),
     instructions: str = typer.Option(
-        None,
-        "--instructions",
-        help="Instructions to carry in the --json output (as the endpoint echoes them).",
+        None, "--instructions", help="Instructions to carry in the --json output (as the endpoint echoes them)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the object POST /v1/responses/compact returns."),
-    max_context: int = typer.Option(None, "--max-context", help="Cap the context window (tokens)."),
 ) -> None:
     """Compact a saved session into a handover note, offline, with the server's own compaction."""
     import asyncio
 
     from tinytitan.api.responses.encode import compaction_object
-    from tinytitan.cli.serve import build_backend
-    from tinytitan.engine.backends.stub import ScriptError
+    from tinytitan.engine.backends.factory import build_engine
     from tinytitan.engine.compaction import compact as run_compaction
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
-    from tinytitan.engine.service import Engine
-    from tinytitan.settings import Settings
 
-    if not model and not stub:
-        raise _fail("give --model DIR_OR_ID (or --stub SCRIPT.json)")
+    fast_cpu(not stub)  # before stdin is read: a re-exec starts the process over
     try:
-        doc = json.loads(session.read_text(encoding="utf-8"))
-        messages, notes, found_instructions = load_session(doc)
+        settings = engine_settings(model, model_id, stub, max_context)
+        text = sys.stdin.read() if session == "-" else Path(session).read_text(encoding="utf-8")
+        messages, notes, found_instructions = load_session(json.loads(text))
     except OSError as exc:
         raise _fail(f"cannot read {session}: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSON errors and SessionError
@@ -105,9 +96,8 @@ def compact(
         where = f" (at {exc.param})" if exc.param else ""
         raise _fail(f"{session} is not a usable session: {exc.message}{where}") from None
     try:
-        backend = build_backend(Settings(model=model, stub=stub, max_context=max_context))
-        engine = Engine(backend, queue_limit=1)
-    except (ScriptError, OSError, ValueError) as exc:
+        engine = build_engine(settings)
+    except (OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
 
     def progress(message: str) -> None:

@@ -9,12 +9,14 @@ from typing import Annotated
 
 import typer
 
+from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.options import MaxContext, Model, ModelId, Reasoning, Stub, Thinking, engine_settings
+
 __all__ = ["count_tokens"]
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.secho(f"tinytitan count-tokens: {message}", err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
+    return fail("count-tokens", message)
 
 
 def count_tokens(
@@ -28,29 +30,28 @@ def count_tokens(
         metavar="chat|responses|messages",
         help="The request's protocol (default: detected from its fields).",
     ),
-    model: str = typer.Option(
-        None,
-        "--model",
-        envvar="TINYTITAN_MODEL",
-        metavar="DIR_OR_ID",
-        help="A local model directory or a hub id, as for serve.",
-    ),
-    stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Count with a scripted backend."),
-    max_context: int = typer.Option(None, "--max-context", help="Cap the context window (tokens)."),
+    model: Model = None,
+    model_id: ModelId = None,
+    stub: Stub = None,
+    max_context: MaxContext = None,
+    reasoning: Reasoning = None,
+    thinking: Thinking = None,
     as_json: bool = typer.Option(False, "--json", help='Print {"prompt_tokens", "api", "model"}.'),
 ) -> None:
-    """Print the prompt tokens a request takes, exactly as the server reports usage.prompt_tokens."""
+    """Print the prompt tokens a request takes, exactly as a server started with the same flags reports
+    usage.prompt_tokens. The request's own "model" is not checked: the count is for the model given here."""
     import asyncio
 
-    from tinytitan.api.offline import API_NAMES, detect_api, to_chat_request
-    from tinytitan.cli.serve import build_backend
-    from tinytitan.engine.backends.stub import ScriptError
+    from tinytitan.api.offline import detect_api, parse_api, to_chat_request
+    from tinytitan.engine.backends.factory import build_engine
     from tinytitan.engine.errors import TinyTitanError
-    from tinytitan.engine.service import Engine
-    from tinytitan.settings import Settings
 
-    if api is not None and api not in API_NAMES:
-        raise _fail(f"--api takes one of {', '.join(API_NAMES)}")
+    fast_cpu(not stub)  # before stdin is read: a re-exec starts the process over
+    try:
+        settings = engine_settings(model, model_id, stub, max_context, reasoning, thinking)
+        kind = parse_api(api) if api is not None else None
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     try:
         text = sys.stdin.read() if request == "-" else Path(request).read_text(encoding="utf-8")
         doc = json.loads(text)
@@ -59,13 +60,12 @@ def count_tokens(
     except ValueError as exc:
         raise _fail(f"{request} is not JSON: {exc}") from None
     try:
-        backend = build_backend(Settings(model=model, stub=stub, max_context=max_context))
-    except (ScriptError, OSError, ValueError) as exc:
+        engine = build_engine(settings)
+    except (OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
-    engine = Engine(backend, queue_limit=0)
     try:
-        kind = api or detect_api(doc)
-        chat = to_chat_request(doc, kind, model=engine.info.id)  # type: ignore[arg-type]
+        kind = kind or detect_api(doc)
+        chat = to_chat_request(doc, kind, model=engine.info.id)
         tokens = asyncio.run(engine.count_tokens(chat))
     except TinyTitanError as exc:
         where = f" ({exc.param})" if exc.param else ""

@@ -3,67 +3,23 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import typer
 
+from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
 
-if TYPE_CHECKING:
-    from tinytitan.engine.backends.base import Backend
-
-__all__ = ["build_backend", "serve"]
-
-
-def build_backend(settings: Settings) -> Backend:
-    """The scripted backend for ``--stub``, else the MLX engine (imported only then).
-
-    Raises ``ScriptError`` / ``SettingsError`` (both ``ValueError``) with a message for the user.
-    """
-    if settings.stub:
-        from tinytitan.engine.backends.stub import StubBackend, load_script
-
-        return StubBackend(
-            load_script(settings.stub), model_id=settings.model_id, context_override=settings.max_context
-        )
-    from tinytitan.cpu_blas import ensure_openblas
-
-    ensure_openblas()  # may re-exec this process once, before mlx is imported
-    from tinytitan.engine.backends.mlx import MlxBackend  # heavy: only when serving a model
-    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
-
-    try:
-        return MlxBackend(
-            settings.model,
-            model_id=settings.model_id,
-            max_context=settings.max_context,
-            prompt_cache_entries=settings.prompt_cache_entries,
-            prompt_cache_mib=settings.prompt_cache_mib,
-            dtype=settings.dtype,
-        )
-    except ModelUnavailable as exc:
-        raise SettingsError(exc.message) from None
+__all__ = ["serve"]
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.secho(f"tinytitan: {message}", err=True, fg=typer.colors.RED)
-    return typer.Exit(2)
+    return fail("serve", message)
 
 
 def serve(
-    model: str = typer.Option(
-        None,
-        "--model",
-        envvar="TINYTITAN_MODEL",
-        metavar="DIR_OR_ID",
-        help="A local model directory or a Hugging Face hub id (org/name).",
-    ),
-    model_id: str = typer.Option(
-        None,
-        "--model-id",
-        envvar="TINYTITAN_MODEL_ID",
-        help="The id clients use (default: the directory or repo name).",
-    ),
+    model: Model = None,
+    model_id: ModelId = None,
     host: str = typer.Option(
         DEFAULT_HOST,
         "--host",
@@ -89,26 +45,10 @@ def serve(
         envvar="TINYTITAN_QUEUE_LIMIT",
         help="Requests that may wait beyond the running one; more are refused (429/529).",
     ),
-    max_context: int = typer.Option(
-        None, "--max-context", envvar="TINYTITAN_MAX_CONTEXT", help="Cap the context window (tokens)."
-    ),
-    reasoning: str = typer.Option(
-        None,
-        "--reasoning",
-        envvar="TINYTITAN_REASONING",
-        metavar="LEVEL",
-        help="Default reasoning level: off, on, minimal, low, medium, high, xhigh, max.",
-    ),
-    thinking: str = typer.Option(
-        None, "--thinking", envvar="TINYTITAN_THINKING", metavar="on|off", help="Shorthand for --reasoning on / off."
-    ),
-    stub: str = typer.Option(
-        None,
-        "--stub",
-        envvar="TINYTITAN_STUB",
-        metavar="SCRIPT.json",
-        help="Serve a scripted backend instead of a model (tests, client wiring).",
-    ),
+    max_context: MaxContext = None,
+    reasoning: Reasoning = None,
+    thinking: Thinking = None,
+    stub: Stub = None,
     log_level: str = typer.Option(
         "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
     ),
@@ -121,24 +61,26 @@ def serve(
     prompt_cache_mib: int = typer.Option(
         2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB", help="Memory bound of the prompt cache (MiB)."
     ),
-    dtype: str = typer.Option(
-        "auto",
-        "--dtype",
-        envvar="TINYTITAN_DTYPE",
-        help="Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.",
+    strip_cli_prompt: bool = typer.Option(
+        False,
+        "--strip-cli-prompt",
+        envvar="TINYTITAN_STRIP_CLI_PROMPT",
+        help="Apply the -fast strip (no tools, system prompts or reminder spans) to every request.",
     ),
+    strip_tags: str = typer.Option(
+        "system-reminder",
+        "--strip-tags",
+        envvar="TINYTITAN_STRIP_TAGS",
+        metavar="TAG,TAG",
+        help="Tags whose <tag>…</tag> spans the -fast strip cuts (comma-separated).",
+    ),
+    dtype: Dtype = "auto",
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
-    from tinytitan.engine.reasoning import normalize_level
-
-    if thinking is not None and reasoning is not None:
-        raise _fail("give --reasoning or --thinking, not both")
-    if thinking is not None and thinking.lower() not in ("on", "off"):
-        raise _fail("--thinking takes on or off")
-    level_word = reasoning if reasoning is not None else thinking
-    level = normalize_level(level_word) if level_word is not None else None
-    if level_word is not None and level is None:
-        raise _fail(f"unknown reasoning level '{level_word}'")
+    try:
+        level = reasoning_level(reasoning, thinking)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     settings = Settings(
         model=model,
         model_id=model_id,
@@ -152,6 +94,8 @@ def serve(
         stub=stub,
         log_level=log_level.lower(),
         prompt_cache_entries=prompt_cache_entries,
+        strip_cli_prompt=strip_cli_prompt,
+        strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
         prompt_cache_mib=prompt_cache_mib,
         dtype=dtype,
     )
@@ -176,16 +120,15 @@ def run_server(settings: Settings) -> None:
 
     from tinytitan.api.app import create_app
     from tinytitan.api.transport import uvicorn_options
-    from tinytitan.engine.backends.stub import ScriptError
-    from tinytitan.engine.service import Engine
+    from tinytitan.engine.backends.factory import build_engine
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
     try:
-        backend = build_backend(settings)
-        info = backend.info
-    except (ScriptError, OSError, ValueError) as exc:
+        engine = build_engine(settings)
+        info = engine.info
+    except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
         raise _fail(str(exc)) from None
-    engine = Engine(backend, queue_limit=settings.queue_limit, default_reasoning=settings.reasoning)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     typer.echo(
         f"TinyTitan serving '{info.id}' at http://{shown_host}:{settings.port}/v1 "

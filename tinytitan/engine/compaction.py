@@ -258,7 +258,7 @@ class _Compactor:
         body = await self.fit(body, instruction)
         request = ChatRequest(
             model=self.model,
-            messages=(Message("system", instruction), Message("user", f"{body}\n\n{ask}")),
+            messages=(Message("system", instruction, server=True), Message("user", f"{body}\n\n{ask}")),
             sampling=Sampling(temperature=0.0),
             max_tokens=self.cap(),
             reasoning=ReasoningControls(level="off"),

@@ -40,6 +40,7 @@ __all__ = [
     "UnknownModel",
     "Unsupported",
     "UnsupportedMediaType",
+    "text_only",
 ]
 
 
@@ -134,3 +135,13 @@ class GenerationFailed(TinyTitanError):
 class Unsupported(TinyTitanError):
     status = 501
     code = "unsupported_operation"
+
+
+def text_only(what: str, param: str) -> InvalidRequest:
+    """The one refusal of non-text content (images, files, documents …), naming the part.
+
+    ``what`` is the protocol's own noun: ``"content parts of type 'image_url'"``, ``"image blocks"``.
+    """
+    return InvalidRequest(
+        f"{what} are not supported; this server is text-only", param=param, code="unsupported_content"
+    )

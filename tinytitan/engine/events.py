@@ -6,9 +6,27 @@ complete call, and exactly one ``Finished`` last.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Event", "Finished", "ReasoningDelta", "TextDelta", "ToolCall", "Usage"]
+__all__ = ["Event", "Finished", "ReasoningDelta", "Source", "TextDelta", "ToolCall", "Usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the client wrote a value: its path, and how its protocol spells the fields inside it.
+
+    ``Source("messages[1].tool_calls[0]", {"name": "function.name"}).at("name")`` is
+    ``"messages[1].tool_calls[0].function.name"``. Mappers build these; the validator names errors
+    with them, so every error is in the client's own spelling without the engine knowing protocols.
+    """
+
+    path: str
+    spelling: Mapping[str, str] = field(default_factory=dict)
+
+    def at(self, name: str) -> str:
+        spelled = self.spelling.get(name, name)
+        return f"{self.path}.{spelled}" if self.path else spelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +61,16 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
+    """A tool call: one the model just made (an event), or one from the conversation's history.
+
+    ``arguments`` is JSON text; ``source`` says where a client sent it (history only).
+    """
+
     id: str
     name: str
-    arguments_json: str
+    arguments: str
     namespace: str | None = None
+    source: Source | None = None
 
 
 @dataclass(frozen=True, slots=True)

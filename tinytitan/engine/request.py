@@ -12,17 +12,21 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinytitan.engine.events import Source, ToolCall
+
 __all__ = [
     "ChatRequest",
+    "FormatRequest",
     "Message",
     "ModelInfo",
     "OutputFormat",
-    "ParamNames",
     "Part",
     "ReasoningControls",
     "Sampling",
+    "Source",
     "Tool",
-    "ToolCallSpec",
+    "ToolCall",
+    "ToolChoice",
     "Turn",
     "ValidatedRequest",
     "new_request_id",
@@ -39,26 +43,21 @@ class Part:
 
     type: str
     text: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallSpec:
-    """A tool call the assistant made earlier in the conversation (arguments as JSON text)."""
-
-    id: str
-    name: str
-    arguments: str
-    namespace: str | None = None
+    source: Source | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
+    """A neutral message. ``source`` is where the client wrote it (its own path and spelling);
+    messages the server builds itself have none and are named ``<messages param>[i]``."""
+
     role: str
     content: str | tuple[Part, ...] | None = None
-    tool_calls: tuple[ToolCallSpec, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     reasoning: str | None = None  # thoughts a client sends back: accepted, never rendered
-    source: str | None = None  # where the client wrote it (e.g. "messages[3].content[1]"), when mapping moved it
+    source: Source | None = None
+    server: bool = False  # the server's own text (an instruction, a compaction note): never stripped
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +67,37 @@ class Tool:
     parameters: dict[str, Any] | None = None
     namespace: str | None = None
     type: str = "function"
+    source: Source | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """``auto`` / ``none`` / ``required`` / ``function`` (with ``name``), as the client asked it.
+
+    Each mapper reads its protocol's spelling (Chat's ``{"type": "function", "function": …}``,
+    Responses' ``{"type": "function", "name"}``, Anthropic's ``any`` / ``tool``) into this.
+    """
+
+    mode: str
+    name: str | None = None
+    param: str = "tool_choice"
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRequest:
+    """A structured-output request as the client asked it (reference §6), before compiling.
+
+    ``type`` is whatever the client wrote (the validator refuses the unknown ones by name);
+    plain text is no ``FormatRequest`` at all. ``param`` is where the format object sits
+    (``response_format``, ``text.format``, ``output_config.format``) and ``schema_param`` where its
+    schema does.
+    """
+
+    type: str
+    param: str
+    schema_param: str
+    schema: Any = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,39 +123,24 @@ class ReasoningControls:
 
 
 @dataclass(frozen=True, slots=True)
-class ParamNames:
-    """How the client's protocol spells the fields the validator may name in an error."""
-
-    messages: str = "messages"
-    max_tokens: str = "max_tokens"
-    max_completion_tokens: str = "max_completion_tokens"
-    stop: str = "stop"
-    tools: str = "tools"
-    tool_prefix: str = "function."  # where a tool's name and schema sit inside tools[i]
-    tool_schema: str = "parameters"
-    tool_call_id: str = "tool_call_id"  # the field of a tool result naming the call it answers
-    tool_choice: str = "tool_choice"
-    temperature: str = "temperature"
-    top_p: str = "top_p"
-    top_k: str = "top_k"
-    seed: str = "seed"
-    response_format: str = "response_format"
-
-
-@dataclass(frozen=True, slots=True)
 class ChatRequest:
+    """The client's values as sent (still unchecked), with where the client wrote them.
+
+    ``messages_param``, ``cap_param`` and ``stop_param`` name the request's top-level fields whose
+    spelling differs between protocols (``input``, ``max_output_tokens``, ``stop_sequences``, …).
+    """
+
     model: str
     messages: tuple[Message, ...]
     tools: tuple[Tool, ...] = ()
-    tool_choice: Any = None
+    tool_choice: ToolChoice | None = None
     sampling: Sampling = field(default_factory=Sampling)
-    stop: str | tuple[str, ...] | None = None
+    stop: tuple[str, ...] | None = None
     max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    clamp_max_tokens: bool = False  # Messages: a cap above the context window is clamped
     temperature_max: float = 2.0  # Messages: 1.0
+    top_p_zero: bool = False  # Messages: top_p 0 is in range ([0, 1] rather than (0, 1])
     reasoning: ReasoningControls = field(default_factory=ReasoningControls)
-    response_format: Any = None
+    output_format: FormatRequest | None = None
     n: int | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
@@ -133,7 +148,9 @@ class ChatRequest:
     include_usage: bool | None = None
     workspace: str | None = None
     request_id: str = field(default_factory=new_request_id)
-    params: ParamNames = field(default_factory=ParamNames)
+    messages_param: str = "messages"
+    cap_param: str = "max_tokens"
+    stop_param: str = "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +171,7 @@ class Turn:
 
     role: str
     text: str = ""
-    tool_calls: tuple[ToolCallSpec, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # for a tool turn: the function it answers
 

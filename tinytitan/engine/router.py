@@ -3,42 +3,43 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tinytitan.engine.errors import UnknownModel
 from tinytitan.engine.request import ChatRequest, Message, Part
 
-__all__ = ["FAST_SUFFIX", "resolve_model", "strip_cli"]
+__all__ = ["FAST_SUFFIX", "StripRules", "resolve_model", "strip_cli"]
 
 log = logging.getLogger("tinytitan.router")
 
 FAST_SUFFIX = "-fast"
 
 
-def resolve_model(name: str, served: str) -> tuple[str, bool]:
+@dataclass(frozen=True, slots=True)
+class StripRules:
+    """The CLI strip's settings (``--strip-cli-prompt`` / ``--strip-tags``, from ``Settings``)."""
+
+    always: bool = False  # strip every request, not only ``<id>-fast`` ones
+    tags: tuple[str, ...] = ("system-reminder",)
+
+
+def resolve_model(name: str, served: str, rules: StripRules | None = None) -> tuple[str, bool]:
     """The base id a request names and whether the CLI strip applies; ``UnknownModel`` otherwise."""
-    strip_all = os.environ.get("TINYTITAN_STRIP_CLI_PROMPT") == "1"
     if name == served:
-        return served, strip_all
+        return served, bool(rules and rules.always)
     if name == served + FAST_SUFFIX:
         return served, True
     raise UnknownModel(name)
 
 
-def _strip_tags() -> list[str]:
-    raw = os.environ.get("TINYTITAN_STRIP_TAGS", "system-reminder")
-    return [t.strip() for t in raw.split(",") if t.strip()]
-
-
-def _cut_spans(text: str, tags: list[str]) -> str:
+def _cut_spans(text: str, tags: tuple[str, ...]) -> str:
     for tag in tags:
         text = re.sub(rf"<{re.escape(tag)}>.*?</{re.escape(tag)}>", "", text, flags=re.IGNORECASE | re.DOTALL)
     return text.strip()
 
 
-def _strip_content(content: str | tuple[Part, ...] | None, tags: list[str]) -> str | tuple[Part, ...] | None:
+def _strip_content(content: str | tuple[Part, ...] | None, tags: tuple[str, ...]) -> str | tuple[Part, ...] | None:
     if isinstance(content, str):
         return _cut_spans(content, tags) or content
     if content is None:
@@ -48,11 +49,14 @@ def _strip_content(content: str | tuple[Part, ...] | None, tags: list[str]) -> s
     return parts or content
 
 
-def strip_cli(request: ChatRequest) -> ChatRequest:
+def strip_cli(request: ChatRequest, rules: StripRules | None = None) -> ChatRequest:
     """Drop tools, guidance, tool traffic and reminder spans (reference §10), with its guards."""
-    tags = _strip_tags()
+    tags = (rules or StripRules()).tags
     kept: list[Message] = []
     for m in request.messages:
+        if m.server:  # the strip applies to the client's prompt, never to the server's own text
+            kept.append(m)
+            continue
         if m.role in ("system", "developer", "tool"):
             continue
         if m.role == "assistant":
@@ -63,7 +67,8 @@ def strip_cli(request: ChatRequest) -> ChatRequest:
         else:
             kept.append(replace(m, content=_strip_content(m.content, tags)))
     dropped = len(request.messages) - len(kept)
-    messages = tuple(kept) or tuple(replace(m, tool_calls=()) for m in request.messages if m.role != "tool")
+    messages = tuple(kept) if any(not m.server for m in kept) else ()
+    messages = messages or tuple(replace(m, tool_calls=()) for m in request.messages if m.role != "tool")
     log.info(
         "request %s strip: dropped %d tool definitions and %d messages; cut <%s> spans",
         request.request_id,

@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Prompt
-from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError
+from tinytitan.engine.backends.base import Backend, Generation, Prompt
+from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.output_parser import OutputParser
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
-from tinytitan.engine.router import resolve_model, strip_cli
+from tinytitan.engine.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.validate import validate
 
 __all__ = ["Completion", "Engine", "Job"]
@@ -38,19 +38,28 @@ _DONE = object()
 
 @dataclass(slots=True)
 class Completion:
-    """A whole generation, collected (for non-streaming answers)."""
+    """A whole generation, collected (for non-streaming answers); ``events`` in the order they came."""
 
     reasoning: str
     text: str
     tool_calls: list[ToolCall]
     finished: Finished
+    events: list[Event]
 
 
 class Engine:
-    def __init__(self, backend: Backend, *, queue_limit: int = 4, default_reasoning: str | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        queue_limit: int = 4,
+        default_reasoning: str | None = None,
+        strip: StripRules | None = None,
+    ) -> None:
         self.backend = backend
         self.queue = AdmissionQueue(limit=queue_limit)
         self.default_reasoning = default_reasoning
+        self.strip = strip or StripRules()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinytitan-gen")
 
     # -- model facts ----------------------------------------------------------------------------
@@ -66,7 +75,7 @@ class Engine:
 
     def accepts(self, name: str) -> bool:
         try:
-            resolve_model(name, self.info.id)
+            resolve_model(name, self.info.id, self.strip)
         except TinyTitanError:
             return False
         return True
@@ -75,15 +84,15 @@ class Engine:
     async def validate(self, request: ChatRequest) -> tuple[ValidatedRequest, Prompt]:
         """Route, validate, render and count: every refusal that needs no slot."""
         info = self.info
-        _base, strip = resolve_model(request.model, info.id)
+        _base, strip = resolve_model(request.model, info.id, self.strip)
         if strip:
-            request = strip_cli(request)
+            request = strip_cli(request, self.strip)
         validated = validate(request, info, strip_cli=strip)
         prompt = await asyncio.to_thread(self.backend.render, validated)
         if prompt.n_tokens >= info.context_window:
             raise ContextLengthExceeded(
                 f"the prompt has {prompt.n_tokens} tokens; the context window is {info.context_window}",
-                param=request.params.messages,
+                param=request.messages_param,
             )
         return validated, prompt
 
@@ -93,6 +102,8 @@ class Engine:
         return Job(self, validated, prompt, max_new, self.queue.admit())
 
     async def count_tokens(self, request: ChatRequest) -> int:
+        if not self.backend.has_tokenizer:
+            raise Unsupported("this backend has no tokenizer")
         _validated, prompt = await self.validate(request)
         return prompt.n_tokens
 
@@ -128,11 +139,13 @@ class Job:
     def __init__(self, engine: Engine, request: ValidatedRequest, prompt: Prompt, max_new: int, ticket: Ticket):
         self.engine = engine
         self.request = request
-        self.prompt = prompt
-        self.max_new = max_new
+        self.generation = Generation(request, prompt, max_new)
         self.ticket = ticket
-        self.cancel = threading.Event()
         self._worker: asyncio.Future[Any] | None = None
+
+    @property
+    def cancel(self) -> threading.Event:
+        return self.generation.cancel
 
     def close(self) -> None:
         """Stop and give up the slot — safe at any moment, any number of times.
@@ -165,9 +178,11 @@ class Job:
         reasoning: list[str] = []
         text: list[str] = []
         calls: list[ToolCall] = []
+        collected: list[Event] = []
         finished = Finished("stop")
         async with contextlib.aclosing(self.events()) as events:
             async for event in events:
+                collected.append(event)
                 if isinstance(event, ReasoningDelta):
                     reasoning.append(event.text)
                 elif isinstance(event, TextDelta):
@@ -176,7 +191,7 @@ class Job:
                     calls.append(event)
                 else:
                     finished = event
-        return Completion("".join(reasoning), "".join(text), calls, finished)
+        return Completion("".join(reasoning), "".join(text), calls, finished, collected)
 
     async def events(self) -> AsyncIterator[Event]:
         loop = asyncio.get_running_loop()
@@ -200,32 +215,23 @@ class Job:
 
     # runs on the generation thread
     def _work(self, emit: Callable[[Any], None]) -> None:
-        engine, request = self.engine, self.request
-        namespaces = {t.name: t.namespace for t in request.tools}
+        backend, request, gen = self.engine.backend, self.request, self.generation
         parser = OutputParser(
-            markers=engine.backend.markers,
-            tool_parser=engine.backend.tool_parser,
+            markers=backend.markers,
+            tool_parser=backend.tool_parser,
             stop=request.stop,
-            namespaces=namespaces,
+            namespaces={t.name: t.namespace for t in request.tools},
             tools=request.tools,
-            start_in_reasoning=self.prompt.start_in_reasoning,
+            start_in_reasoning=gen.prompt.start_in_reasoning,
         )
-        params = GenerationParams(
-            sampling=request.sampling,
-            max_new=self.max_new,
-            output_format=request.output_format,
-            tool_choice=request.tool_choice,
-            forced_tool=request.forced_tool,
-        )
-        stats = GenerationStats()
         reason = "stop"
         try:
-            if not engine.backend.loaded:
-                engine.backend.load()
-            pieces = engine.backend.generate(request, self.prompt, params, self.cancel, stats)
+            if not backend.loaded:
+                backend.load()
+            pieces = backend.generate(gen)
             try:
                 for piece in pieces:
-                    if self.cancel.is_set():
+                    if gen.cancel.is_set():
                         return
                     if piece.finish:
                         reason = piece.finish
@@ -233,22 +239,22 @@ class Job:
                         emit(event)
                     if parser.stopped is not None:
                         break
-                    if parser.completion_tokens >= self.max_new:
+                    if parser.completion_tokens >= gen.max_new:
                         reason = "length"
                         break
             finally:
                 close = getattr(pieces, "close", None)
                 if close is not None:
                     close()
-            if self.cancel.is_set():
+            if gen.cancel.is_set():
                 return
             for event in parser.finish():
                 emit(event)
             if parser.tool_calls:
                 reason = "tool_calls"
             usage = Usage(
-                prompt_tokens=self.prompt.n_tokens,
-                cached_tokens=stats.cached_tokens,
+                prompt_tokens=gen.prompt.n_tokens,
+                cached_tokens=gen.cached_tokens,
                 completion_tokens=parser.completion_tokens,
                 reasoning_tokens=parser.reasoning_tokens,
             )

@@ -2,7 +2,8 @@
 
 It checks the client's values, applies the model's defaults, merges the leading guidance into one
 system text, resolves the reasoning level and returns a ``ValidatedRequest``. Errors name the
-field in the client's own spelling (``ChatRequest.params``).
+field in the client's own spelling: every message, part, tool and tool call carries the ``Source``
+its mapper gave it, and the request names its differently spelled top-level fields.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.grammar import DEFAULT_TOOL_SCHEMA, compile_schema
 from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.output_format import parse_output_format
@@ -21,8 +22,10 @@ from tinytitan.engine.request import (
     Message,
     ModelInfo,
     Sampling,
+    Source,
     Tool,
-    ToolCallSpec,
+    ToolCall,
+    ToolChoice,
     Turn,
     ValidatedRequest,
 )
@@ -35,6 +38,9 @@ MAX_STOP_BYTES = 256
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _FALLBACK_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+# where a server-built value (no Source) would sit, in the neutral (Chat) spelling
+_CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
+_TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
 
 
 def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
@@ -42,7 +48,7 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
     system, turns = _check_messages(request)
     tools = _check_tools(request)
     tool_choice, forced = _check_tool_choice(request, tools, model)
-    output_format = parse_output_format(request.response_format, request.params.response_format)
+    output_format = parse_output_format(request.output_format)
     resolution = resolve_level(
         request.reasoning,
         model.reasoning_levels,
@@ -81,7 +87,7 @@ def _check_refusals(request: ChatRequest) -> None:
         )
 
 
-def _text_of(message: Message, where: str) -> str:
+def _text_of(message: Message, where: Source) -> str:
     content = message.content
     if content is None:
         return ""
@@ -89,20 +95,17 @@ def _text_of(message: Message, where: str) -> str:
         return content
     texts: list[str] = []
     for j, part in enumerate(content):
+        here = part.source or Source(f"{where.at('content')}[{j}]")
         if part.type not in ("text", "input_text", "output_text"):
-            raise InvalidRequest(
-                f"content parts of type '{part.type}' are not supported; this server is text-only",
-                param=f"{where}.content[{j}]",
-                code="unsupported_content",
-            )
+            raise text_only(f"content parts of type '{part.type}'", here.path)
         if part.text is None:
-            raise InvalidRequest("a text part needs a 'text' string", param=f"{where}.content[{j}].text")
+            raise InvalidRequest("a text part needs a 'text' string", param=here.at("text"))
         texts.append(part.text)
     return "".join(texts)
 
 
 def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]:
-    name = request.params.messages
+    name = request.messages_param
     messages = request.messages
     if not messages:
         raise InvalidRequest(f"{name} must not be empty", param=name, code="invalid_message")
@@ -117,12 +120,12 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
     open_calls: dict[str, str] = {}  # id -> function name, awaiting a result
     seen_ids: set[str] = set()
     for i, message in enumerate(messages):
-        where = message.source or f"{name}[{i}]"
+        where = message.source or Source(f"{name}[{i}]")
         role = message.role
         if role not in _ROLES:
             raise InvalidRequest(
                 f"unknown role '{role}'; expected one of system, developer, user, assistant, tool",
-                param=f"{where}.role",
+                param=where.at("role"),
                 code="invalid_message",
             )
         text = _text_of(message, where)
@@ -130,7 +133,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
             if turns:
                 raise InvalidRequest(
                     "system or developer guidance must precede the conversation",
-                    param=f"{where}.role",
+                    param=where.at("role"),
                     code="invalid_message",
                 )
             if text:
@@ -139,7 +142,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
         if message.tool_calls and role != "assistant":
             raise InvalidRequest(
                 "tool_calls are only allowed on assistant messages",
-                param=f"{where}.tool_calls",
+                param=where.at("tool_calls"),
                 code="invalid_tool_call",
             )
         if role == "assistant":
@@ -151,13 +154,13 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
             if not call_id or call_id not in open_calls:
                 raise InvalidRequest(
                     f"tool message answers no earlier unresolved tool call (tool_call_id '{call_id or ''}')",
-                    param=f"{where}.{request.params.tool_call_id}",
+                    param=where.at("tool_call_id"),
                     code="invalid_tool_result",
                 )
             turns.append(Turn("tool", text, tool_call_id=call_id, name=open_calls.pop(call_id)))
         else:
             if message.content is None:
-                raise InvalidRequest("a user message needs content", param=f"{where}.content", code="invalid_message")
+                raise InvalidRequest("a user message needs content", param=where.at("content"), code="invalid_message")
             turns.append(Turn("user", text))
     if not turns:
         raise InvalidRequest(
@@ -175,18 +178,16 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
     return ("\n\n".join(guidance) if guidance else None), tuple(turns)
 
 
-def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) -> tuple[ToolCallSpec, ...]:
+def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> tuple[ToolCall, ...]:
     for k, call in enumerate(calls):
-        here = f"{where}.tool_calls[{k}]"
+        here = call.source or Source(f"{where.at('tool_calls')}[{k}]", _CALL_SPELLING)
         if not call.id:
-            raise InvalidRequest("a tool call needs a non-empty id", param=f"{here}.id", code="invalid_tool_call")
+            raise InvalidRequest("a tool call needs a non-empty id", param=here.at("id"), code="invalid_tool_call")
         if call.id in seen:
-            raise InvalidRequest(f"duplicate tool call id '{call.id}'", param=f"{here}.id", code="invalid_tool_call")
+            raise InvalidRequest(f"duplicate tool call id '{call.id}'", param=here.at("id"), code="invalid_tool_call")
         seen.add(call.id)
         if not call.name:
-            raise InvalidRequest(
-                "a tool call needs a function name", param=f"{here}.function.name", code="invalid_tool_call"
-            )
+            raise InvalidRequest("a tool call needs a function name", param=here.at("name"), code="invalid_tool_call")
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
@@ -194,37 +195,40 @@ def _check_calls(calls: tuple[ToolCallSpec, ...], where: str, seen: set[str]) ->
         if not isinstance(args, dict):
             raise InvalidRequest(
                 "tool call arguments must be a JSON object",
-                param=f"{here}.function.arguments",
+                param=here.at("arguments"),
                 code="invalid_tool_arguments",
             )
     return calls
 
 
+def _tool_source(tool: Tool, i: int) -> Source:
+    return tool.source or Source(f"tools[{i}]", _TOOL_SPELLING)
+
+
 def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
-    name = request.params.tools
     if len(request.tools) > MAX_TOOLS:
         raise InvalidRequest(
-            f"at most {MAX_TOOLS} tools are allowed, got {len(request.tools)}", param=name, code="value_too_large"
+            f"at most {MAX_TOOLS} tools are allowed, got {len(request.tools)}", param="tools", code="value_too_large"
         )
     seen: set[str] = set()
     for i, tool in enumerate(request.tools):
-        where = f"{name}[{i}]"
+        where = _tool_source(tool, i)
         if tool.type != "function":
             raise InvalidRequest(
                 f"tools of type '{tool.type}' are not supported; only function tools",
-                param=f"{where}.type",
+                param=where.at("type"),
                 code="unsupported_tool",
             )
         if not _TOOL_NAME.match(tool.name or ""):
             raise InvalidRequest(
                 f"invalid tool name '{tool.name}': use 1-64 letters, digits, '_' or '-'",
-                param=f"{where}.{request.params.tool_prefix}name",
+                param=where.at("name"),
                 code="invalid_tool_name",
             )
         if tool.name in seen:
             raise InvalidRequest(
                 f"duplicate tool name '{tool.name}'",
-                param=f"{where}.{request.params.tool_prefix}name",
+                param=where.at("name"),
                 code="invalid_tool_name",
             )
         seen.add(tool.name)
@@ -232,38 +236,27 @@ def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
         if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
             raise InvalidRequest(
                 "tool parameters must be a JSON schema of type 'object'",
-                param=f"{where}.{request.params.tool_prefix}{request.params.tool_schema}",
+                param=where.at("parameters"),
                 code="invalid_tool_schema",
             )
         if schema is not None:
-            check_schema_depth(schema, f"{where}.{request.params.tool_prefix}{request.params.tool_schema}")
+            check_schema_depth(schema, where.at("parameters"))
     return request.tools
 
 
 def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo) -> tuple[str, str | None]:
-    choice = request.tool_choice
-    param = request.params.tool_choice
-    if choice is None or choice == "auto":
-        return "auto", None
-    if choice == "none":
-        return "none", None
-    forced: str | None = None
-    if choice == "required":
-        kind = "required"
-    elif isinstance(choice, dict) and choice.get("type") == "function":
-        fn = choice.get("function")
-        forced = (fn.get("name") if isinstance(fn, dict) else None) or choice.get("name")
-        if not isinstance(forced, str) or not forced:
-            raise InvalidRequest("a named tool_choice needs the function's name", param=param)
-        kind = "function"
-    else:
-        raise InvalidRequest(
-            f"unsupported tool_choice {json.dumps(choice)}; use 'auto', 'none', 'required' or a named function",
-            param=param,
-        )
+    choice = request.tool_choice or ToolChoice("auto")
+    param = choice.param
+    if choice.mode in ("auto", "none"):
+        return choice.mode, None
+    if choice.mode not in ("required", "function"):
+        raise InvalidRequest(f"unsupported tool_choice '{choice.mode}'", param=param)
+    forced = choice.name if choice.mode == "function" else None
+    if choice.mode == "function" and not forced:
+        raise InvalidRequest("a named tool_choice needs the function's name", param=param)
     if not model.forced_tool_calls:
         raise InvalidRequest(
-            f"tool_choice '{kind}' (forcing a tool call) is not supported by this model's decoder; use 'auto'",
+            f"tool_choice '{choice.mode}' (forcing a tool call) is not supported by this model's decoder; use 'auto'",
             param=param,
             code="unsupported_value",
         )
@@ -271,17 +264,10 @@ def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: Mod
         raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
     if forced is not None and forced not in {t.name for t in tools}:
         raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
-    _check_forced_schemas(request, tools, forced)
-    return ("required" if forced is None else "function"), forced
-
-
-def _check_forced_schemas(request: ChatRequest, tools: tuple[Tool, ...], forced: str | None) -> None:
-    """A forced call's arguments are grammar-constrained: refuse, by name, what cannot be promised."""
-    p = request.params
-    for i, tool in enumerate(tools):
-        if forced is not None and tool.name != forced:
-            continue
-        compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, f"{p.tools}[{i}].{p.tool_prefix}{p.tool_schema}")
+    for i, tool in enumerate(tools):  # a forced call's arguments are grammar-constrained: refuse what cannot be
+        if forced is None or tool.name == forced:
+            compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, _tool_source(tool, i).at("parameters"))
+    return choice.mode, forced
 
 
 def _force_off(structured: bool, tool_choice: str) -> str | None:
@@ -302,11 +288,11 @@ def _in_range(value: float | None, low: float, high: float, *, param: str, low_o
 
 
 def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
-    s, p = request.sampling, request.params
-    _in_range(s.temperature, 0.0, request.temperature_max, param=p.temperature)
-    _in_range(s.top_p, 0.0, 1.0, param=p.top_p, low_open=True)
+    s = request.sampling
+    _in_range(s.temperature, 0.0, request.temperature_max, param="temperature")
+    _in_range(s.top_p, 0.0, 1.0, param="top_p", low_open=not request.top_p_zero)
     if s.top_k is not None and not 1 <= s.top_k <= 256:
-        raise InvalidRequest(f"{p.top_k} must be in [1, 256], got {s.top_k}", param=p.top_k)
+        raise InvalidRequest(f"top_k must be in [1, 256], got {s.top_k}", param="top_k")
     if s.repetition_penalty is not None and s.repetition_penalty <= 0:
         raise InvalidRequest("repetition_penalty must be > 0", param="repetition_penalty")
     _in_range(s.presence_penalty, -2.0, 2.0, param="presence_penalty")
@@ -317,7 +303,7 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
             code="unsupported_value",
         )
     if s.seed is not None and not 0 <= s.seed < 2**64:
-        raise InvalidRequest("seed must be an unsigned 64-bit integer", param=p.seed)
+        raise InvalidRequest("seed must be an unsigned 64-bit integer", param="seed")
     defaults: dict[str, Any] = {**_FALLBACK_SAMPLING, **model.defaults}
     return Sampling(
         temperature=s.temperature if s.temperature is not None else float(defaults["temperature"]),
@@ -333,34 +319,20 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
 
 
 def _check_cap(request: ChatRequest, model: ModelInfo) -> int:
-    p = request.params
-    if request.max_tokens is not None and request.max_completion_tokens is not None:
-        raise InvalidRequest(
-            f"give either {p.max_tokens} or {p.max_completion_tokens}, not both", param=p.max_completion_tokens
-        )
-    param = p.max_completion_tokens if request.max_completion_tokens is not None else p.max_tokens
-    cap = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    """The output cap; above the context window it is clamped on every protocol (reference §4)."""
+    cap, param = request.max_tokens, request.cap_param
     if cap is None:
         return model.context_window
     if cap <= 0:
         raise InvalidRequest(f"{param} must be greater than 0, got {cap}", param=param)
-    if cap > model.context_window:
-        if request.clamp_max_tokens:
-            return model.context_window
-        raise InvalidRequest(
-            f"{param} ({cap}) exceeds the model's context window ({model.context_window})",
-            param=param,
-            code="value_too_large",
-        )
-    return cap
+    return min(cap, model.context_window)
 
 
 def _check_stop(request: ChatRequest) -> tuple[str, ...]:
-    param = request.params.stop
-    stop = request.stop
-    if stop is None:
+    param = request.stop_param
+    items = request.stop
+    if items is None:
         return ()
-    items = (stop,) if isinstance(stop, str) else tuple(stop)
     if len(items) > MAX_STOP:
         raise InvalidRequest(f"at most {MAX_STOP} stop strings are allowed, got {len(items)}", param=param)
     if any(not s for s in items):

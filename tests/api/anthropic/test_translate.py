@@ -15,16 +15,17 @@ import pytest
 from tinytitan.api.anthropic import protocol
 from tinytitan.api.anthropic.protocol import MessagesRequest
 from tinytitan.api.anthropic.translate import (
+    MessagesStream,
     message_object,
     stop_reason,
-    stream_events,
     to_chat_request,
     tool_use_id,
     usage_object,
 )
+from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
-from tinytitan.engine.request import ChatRequest
+from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
 from tinytitan.engine.service import Completion
 
 from .support import MODEL, body
@@ -173,10 +174,8 @@ def test_fields_use_anthropic_spellings_and_messages_rules() -> None:
     )
     assert chat.stop == ("END",)
     assert (chat.sampling.temperature, chat.sampling.top_p, chat.sampling.top_k) == (0.5, 0.9, 40)
-    assert chat.max_tokens == 32000 and chat.clamp_max_tokens and chat.temperature_max == 1.0
-    assert chat.params.stop == "stop_sequences"
-    assert chat.params.tool_schema == "input_schema" and chat.params.tool_prefix == ""
-    assert chat.params.response_format == "output_config.format"
+    assert chat.max_tokens == 32000 and chat.top_p_zero and chat.temperature_max == 1.0
+    assert (chat.stop_param, chat.cap_param) == ("stop_sequences", "max_tokens")
 
 
 def test_custom_tools_keep_their_schema_and_drop_decorations() -> None:
@@ -199,14 +198,14 @@ def test_custom_tools_keep_their_schema_and_drop_decorations() -> None:
 @pytest.mark.parametrize(
     ("choice", "expected"),
     [
-        ({"type": "auto"}, "auto"),
-        ({"type": "none"}, "none"),
-        ({"type": "any"}, "required"),
-        ({"type": "tool", "name": "Read"}, {"type": "function", "function": {"name": "Read"}}),
-        ({"type": "auto", "disable_parallel_tool_use": False}, "auto"),
+        ({"type": "auto"}, ToolChoice("auto")),
+        ({"type": "none"}, ToolChoice("none")),
+        ({"type": "any"}, ToolChoice("required")),
+        ({"type": "tool", "name": "Read"}, ToolChoice("function", "Read")),
+        ({"type": "auto", "disable_parallel_tool_use": False}, ToolChoice("auto")),
     ],
 )
-def test_tool_choice_passes_through_in_the_chat_spelling(choice: dict[str, Any], expected: Any) -> None:
+def test_tool_choice_maps_to_the_neutral_choice(choice: dict[str, Any], expected: ToolChoice) -> None:
     assert mapped(body(tool_choice=choice)).tool_choice == expected
 
 
@@ -229,7 +228,7 @@ def test_thinking_maps_onto_the_ladder(thinking: dict[str, Any], level: str | No
 
 def test_effort_is_accepted_and_leaves_the_server_default() -> None:
     chat = mapped(body(output_config={"effort": "high"}, thinking={"type": "adaptive"}))
-    assert chat.reasoning.level is None and chat.response_format is None
+    assert chat.reasoning.level is None and chat.output_format is None
 
 
 def test_the_budget_rule_sees_max_tokens_after_clamping() -> None:
@@ -246,11 +245,11 @@ def test_count_tokens_does_not_need_max_tokens() -> None:
     assert refusal(request).param == "max_tokens"
 
 
-def test_output_config_format_is_normalised_into_the_chat_spelling() -> None:
+def test_output_config_format_maps_to_a_format_request_in_anthropic_spelling() -> None:
     schema = {"type": "object", "properties": {"title": {"type": "string"}}}
     chat = mapped(body(output_config={"format": {"type": "json_schema", "schema": schema}}))
-    expected = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
-    assert chat.response_format == expected
+    expected = FormatRequest("json_schema", "output_config.format", "output_config.format.schema", schema, "output")
+    assert chat.output_format == expected
 
 
 def test_billing_line_only_goes_when_it_leads_the_block() -> None:
@@ -269,7 +268,7 @@ USAGE = Usage(prompt_tokens=100, cached_tokens=60, completion_tokens=12, reasoni
 
 
 def test_message_object_orders_thinking_text_tool_use() -> None:
-    result = Completion("hmm", "Checking.", [CALL], Finished("tool_calls", USAGE))
+    result = Completion("hmm", "Checking.", [CALL], Finished("tool_calls", USAGE), [])
     obj = message_object(result, MODEL, message_id="msg_" + "0" * 32)
     assert obj == {
         "id": "msg_" + "0" * 32,
@@ -293,9 +292,9 @@ def test_message_object_orders_thinking_text_tool_use() -> None:
 
 
 def test_message_object_has_a_text_block_unless_there_are_only_calls() -> None:
-    empty = message_object(Completion("", "", [], Finished("stop")), MODEL)
+    empty = message_object(Completion("", "", [], Finished("stop"), []), MODEL)
     assert empty["content"] == [{"type": "text", "text": ""}]
-    only_calls = message_object(Completion("", "", [CALL], Finished("tool_calls")), MODEL)
+    only_calls = message_object(Completion("", "", [CALL], Finished("tool_calls"), []), MODEL)
     assert [b["type"] for b in only_calls["content"]] == ["tool_use"]
     assert empty["id"].startswith("msg_") and len(empty["id"]) == 4 + 32
 
@@ -338,7 +337,7 @@ async def _events(items: Iterable[Event | Exception]) -> AsyncIterator[Event]:
 
 def stream(items: Iterable[Event | Exception]) -> list[tuple[str | None, dict[str, Any]]]:
     async def run() -> list[tuple[str | None, dict[str, Any]]]:
-        encoded = stream_events(_events(items), MODEL, request_id="req_x")
+        encoded = encode_stream(_events(items), MessagesStream(MODEL, request_id="req_x"))
         return [(sse.event, sse.data) async for sse in encoded]
 
     return asyncio.run(run())

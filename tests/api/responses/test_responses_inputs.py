@@ -7,10 +7,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.api.responses.inputs import chat_format, map_input, map_tools, to_chat_request
-from tinytitan.api.responses.protocol import ResponsesRequest
+from tinytitan.api.responses.inputs import map_input, map_tools, to_chat_request
+from tinytitan.api.responses.protocol import ResponsesRequest, TextParam
 from tinytitan.engine.compaction import encode_payload
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.request import FormatRequest, ModelInfo
+from tinytitan.engine.validate import validate
 from tinytitan.testing.server import LiveServer
 
 from .support import MODEL
@@ -94,15 +96,16 @@ def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
     assert [(t.name, t.namespace) for t in tools] == [("f", None), ("g", "crm")]
 
 
-def test_text_format_normalised_to_the_chat_spelling() -> None:
+def test_text_format_maps_to_a_format_request_in_the_clients_spelling() -> None:
     fmt = {"type": "json_schema", "name": "n", "schema": {"type": "object"}, "strict": True}
-    assert chat_format(fmt) == {
-        "type": "json_schema",
-        "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True},
-    }
-    assert chat_format({"type": "text"}) == {"type": "text"}
-    chat, _ = to_chat_request(ResponsesRequest(model=MODEL, input="x", text=None), history=[], resolve=_none)
-    assert chat.params.messages == "input" and chat.params.max_tokens == "max_output_tokens"
+    wire = ResponsesRequest(model=MODEL, input="x", text=TextParam(format=fmt))
+    chat, _ = to_chat_request(wire, history=[], resolve=_none)
+    assert chat.output_format == FormatRequest(
+        "json_schema", "text.format", "text.format.schema", schema={"type": "object"}, name="n"
+    )
+    plain = ResponsesRequest(model=MODEL, input="x", text=TextParam(format={"type": "text"}))
+    assert to_chat_request(plain, history=[], resolve=_none)[0].output_format is None
+    assert (chat.messages_param, chat.cap_param) == ("input", "max_output_tokens")
 
 
 def test_compaction_item_joins_the_system_block() -> None:
@@ -117,12 +120,13 @@ def test_compaction_item_joins_the_system_block() -> None:
         ],
     )
     chat, _ = to_chat_request(wire, history=[], resolve=_none)
-    system = chat.messages[0]
-    assert system.role == "system"
-    assert isinstance(system.content, str)
-    assert system.content.startswith("Rules.\n\nDev.\n\n")
-    assert "compacted" in system.content and system.content.endswith("We chose B over A because of C.")
-    assert [m.role for m in chat.messages] == ["system", "user"]
+    client, note = chat.messages[:2]
+    assert (client.content, client.server) == ("Rules.\n\nDev.", False)
+    assert note.server  # the server's own text: the -fast strip keeps it
+    assert [m.role for m in chat.messages] == ["system", "system", "user"]
+    system = validate(chat, ModelInfo(MODEL, 4096)).system or ""
+    assert system.startswith("Rules.\n\nDev.\n\n")
+    assert "compacted" in system and system.endswith("We chose B over A because of C.")
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from typing import Any
 
 import httpx
 
-from tinytitan.api.responses.encode import OutputBuilder, encode_stream, response_shell
+from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
+from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
@@ -57,7 +58,10 @@ def _encode(items: list[Any]) -> list[dict[str, Any]]:
     shell = response_shell(ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True)
 
     async def run() -> list[dict[str, Any]]:
-        return [e async for e in encode_stream(_events(items), OutputBuilder(shell))]
+        return [
+            sse.data
+            async for sse in encode_stream(_events(items), ResponsesStream(OutputBuilder(shell), lambda _r: None))
+        ]
 
     out = asyncio.run(run())
     assert [e["sequence_number"] for e in out] == list(range(len(out)))

@@ -107,7 +107,7 @@ def test_stop_string_ends_the_answer_without_emitting_it(engine: Engine) -> None
     full = complete(engine, chat(engine, "Write words.", max_tokens=16, sampling=greedy)).text
     assert len(full) > 6
     stop = full[3:6]
-    done = complete(engine, chat(engine, "Write words.", max_tokens=16, sampling=greedy, stop=stop))
+    done = complete(engine, chat(engine, "Write words.", max_tokens=16, sampling=greedy, stop=(stop,)))
     assert done.text == full[: full.index(stop)]
     assert done.finished.reason == "stop" and done.finished.stop_sequence == stop
     assert done.finished.usage is not None and done.finished.usage.completion_tokens < 16

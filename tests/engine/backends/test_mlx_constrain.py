@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinytitan.engine.backends.base import GenerationParams, Prompt
+from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for, lark_marker
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, compile_schema
-from tinytitan.engine.request import ChatRequest, Message, ModelInfo, Sampling, Tool
+from tinytitan.engine.request import ChatRequest, Message, ModelInfo, Sampling, Tool, ToolChoice
 from tinytitan.engine.validate import validate
 
 
@@ -66,10 +66,9 @@ def _validated(backend: MlxBackend, **fields: Any) -> Any:
 
 def test_forced_grammar_names_only_the_forced_tool(backend: MlxBackend) -> None:
     tools = (Tool("a", parameters={"type": "object", "properties": {"x": {"enum": [1]}}, "required": ["x"]}), Tool("b"))
-    request = _validated(backend, tools=tools, tool_choice={"type": "function", "function": {"name": "b"}})
+    request = _validated(backend, tools=tools, tool_choice=ToolChoice("function", "b"))
     assert request.forced_tool == "b" and request.reasoning_level == "off"
-    params = GenerationParams(Sampling(), 50, tool_choice=request.tool_choice, forced_tool=request.forced_tool)
-    grammar = grammar_for(request, params, Prompt("", 0), backend.lltokenizer, backend.tokenizer)
+    grammar = grammar_for(request, Prompt("", 0), backend.lltokenizer, backend.tokenizer)
     assert grammar is not None
     llt = backend.lltokenizer
     import llguidance
@@ -85,7 +84,7 @@ def test_a_forced_tool_schema_is_refused_by_keyword() -> None:
 
     info = ModelInfo(id="m", context_window=1000, forced_tool_calls=True)
     tool = Tool("a", parameters={"type": "object", "properties": {"s": {"type": "array", "uniqueItems": True}}})
-    req = ChatRequest(model="m", messages=(Message("user", "hi"),), tools=(tool,), tool_choice="required")
+    req = ChatRequest(model="m", messages=(Message("user", "hi"),), tools=(tool,), tool_choice=ToolChoice("required"))
     with pytest.raises(InvalidRequest) as err:
         validate(req, info)
     assert err.value.param == "tools[0].function.parameters" and "'uniqueItems'" in err.value.message

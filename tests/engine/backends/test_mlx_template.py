@@ -10,7 +10,7 @@ import pytest
 
 from tinytitan.engine.backends.mlx import MlxBackend, ModelUnavailable
 from tinytitan.engine.backends.mlx.template import detect_levels, thinking_kwargs
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Tool, ToolCallSpec
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Tool, ToolCall
 from tinytitan.engine.service import Engine
 from tinytitan.testing.loop import run
 
@@ -119,7 +119,7 @@ def test_tools_and_tool_turns_render(tiny_dir: Path) -> None:
         model="x",
         messages=(
             Message("user", "Read it."),
-            Message("assistant", "", tool_calls=(ToolCallSpec("call_1", "read", '{"path": "/a"}'),)),
+            Message("assistant", "", tool_calls=(ToolCall("call_1", "read", '{"path": "/a"}'),)),
             Message("tool", "contents", tool_call_id="call_1"),
         ),
         tools=(Tool("read", "Read a file", schema),),

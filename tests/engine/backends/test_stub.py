@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from tinytitan.engine.backends.base import GenerationParams, GenerationStats
+from tinytitan.engine.backends.base import Generation
 from tinytitan.engine.backends.stub import ScriptError, StubBackend, load_script
 from tinytitan.engine.errors import GenerationFailed
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, ToolChoice
 from tinytitan.engine.validate import validate
 
 RULES = [
@@ -23,9 +21,8 @@ def _run(backend: StubBackend, *, stream: bool, reasoning: ReasoningControls | N
         model="stub-model", messages=(Message("user", "hi"),), stream=stream, reasoning=reasoning or ReasoningControls()
     )
     request = validate(chat, backend.info)
-    prompt = backend.render(request)
-    params = GenerationParams(sampling=request.sampling, max_new=request.cap)
-    return "".join(p.text for p in backend.generate(request, prompt, params, threading.Event(), GenerationStats()))
+    gen = Generation(request, backend.render(request), request.cap)
+    return "".join(p.text for p in backend.generate(gen))
 
 
 def test_when_stream_matches_only_streaming_requests() -> None:
@@ -62,14 +59,14 @@ def test_recorded_request_says_which_reasoning_controls_were_sent() -> None:
 @pytest.mark.parametrize(
     ("calls", "choice", "ok"),
     [
-        ([{"name": "a", "arguments": {"x": 1}}], "required", True),
-        ([{"name": "b", "arguments": {}}], {"type": "function", "function": {"name": "b"}}, True),
-        ([], "required", False),
-        ([{"name": "a", "arguments": {"x": 1}}], {"type": "function", "function": {"name": "b"}}, False),
-        ([{"name": "a", "arguments": {"x": "no"}}], "required", False),
+        ([{"name": "a", "arguments": {"x": 1}}], ToolChoice("required"), True),
+        ([{"name": "b", "arguments": {}}], ToolChoice("function", "b"), True),
+        ([], ToolChoice("required"), False),
+        ([{"name": "a", "arguments": {"x": 1}}], ToolChoice("function", "b"), False),
+        ([{"name": "a", "arguments": {"x": "no"}}], ToolChoice("required"), False),
     ],
 )
-def test_stub_checks_a_forced_call(calls: list, choice: object, ok: bool) -> None:
+def test_stub_checks_a_forced_call(calls: list, choice: ToolChoice, ok: bool) -> None:
     from tinytitan.engine.request import Tool
 
     backend = StubBackend(
@@ -79,8 +76,7 @@ def test_stub_checks_a_forced_call(calls: list, choice: object, ok: bool) -> Non
     req = validate(
         ChatRequest(model="m", messages=(Message("user", "hi"),), tools=tools, tool_choice=choice), backend.info
     )
-    params = GenerationParams(req.sampling, 100, tool_choice=req.tool_choice, forced_tool=req.forced_tool)
-    run = lambda: list(backend.generate(req, backend.render(req), params, threading.Event(), GenerationStats()))  # noqa: E731
+    run = lambda: list(backend.generate(Generation(req, backend.render(req), 100)))  # noqa: E731
     if ok:
         assert run()
     else:

@@ -3,8 +3,9 @@
 Only the Messages-specific refusals and reshaping live here (system blocks, block types, tool
 results, prefill, thinking budgets, the billing line); everything shared — roles, tool-call
 pairing, sampling ranges, the output cap, stop strings, tool names and schemas, tool_choice
-forcing, structured output — is left to the one validator, which names fields in Anthropic's
-spelling through ``MESSAGES_PARAMS``.
+forcing, structured output — is left to the one validator. Every message, block, tool and call
+carries its ``Source`` (its path in the request and Anthropic's spelling of its fields), so the
+validator's errors name ``messages[1].content[0].name`` or ``tools[2].input_schema``.
 """
 
 from __future__ import annotations
@@ -13,46 +14,30 @@ import json
 import re
 from typing import Any
 
-from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.errors import InvalidRequest, text_only
+from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
     ChatRequest,
+    FormatRequest,
     Message,
-    ParamNames,
     ReasoningControls,
     Sampling,
     Tool,
-    ToolCallSpec,
+    ToolChoice,
     new_request_id,
 )
 
-from .protocol import ContentBlock, InputMessage, MessagesRequest, ThinkingConfig, ToolChoice
+from .protocol import ContentBlock, InputMessage, MessagesRequest, ThinkingConfig
+from .protocol import ToolChoice as WireToolChoice
 
-__all__ = ["MESSAGES_PARAMS", "to_chat_request"]
-
-MESSAGES_PARAMS = ParamNames(
-    messages="messages",
-    max_tokens="max_tokens",
-    max_completion_tokens="max_tokens",
-    stop="stop_sequences",
-    tools="tools",
-    tool_prefix="",
-    tool_schema="input_schema",
-    tool_choice="tool_choice",
-    temperature="temperature",
-    top_p="top_p",
-    top_k="top_k",
-    response_format="output_config.format",
-    tool_call_id="tool_use_id",
-)
+__all__ = ["to_chat_request"]
 
 _BILLING = re.compile(r"^\s*x-anthropic-billing-header:[^\n]*\n?")
 _SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
 
 
 def _unsupported(kind: str, param: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"{kind} blocks are not supported; this server is text-only", param=param, code="unsupported_content"
-    )
+    return text_only(f"{kind} blocks", param)
 
 
 def _drop_billing(text: str) -> str:
@@ -109,7 +94,9 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
                 raise InvalidRequest(
                     "a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id", code="invalid_tool_result"
                 )
-            results.append(Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id, source=here))
+            source = Source(here, {"tool_call_id": "tool_use_id"})
+            text = _tool_result_text(block, here)
+            results.append(Message("tool", text, tool_call_id=block.tool_use_id, source=source))
         elif block.type == "tool_use":
             raise InvalidRequest(
                 "tool_use blocks are only allowed in assistant messages", param=here, code="invalid_tool_call"
@@ -117,14 +104,14 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     if texts or not results:
-        results.append(Message("user", "\n\n".join(texts), source=where))
+        results.append(Message("user", "\n\n".join(texts), source=Source(where)))
     return results
 
 
 def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
     texts: list[str] = []
     thoughts: list[str] = []
-    calls: list[ToolCallSpec] = []
+    calls: list[ToolCall] = []
     for j, block in enumerate(blocks):
         here = f"{where}.content[{j}]"
         if block.type == "text":
@@ -135,7 +122,9 @@ def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
                 raise InvalidRequest(
                     "tool_use input must be a JSON object", param=f"{here}.input", code="invalid_tool_arguments"
                 )
-            calls.append(ToolCallSpec(block.id or "", block.name or "", json.dumps(args, ensure_ascii=False)))
+            arguments = json.dumps(args, ensure_ascii=False)
+            source = Source(here, {"arguments": "input"})
+            calls.append(ToolCall(block.id or "", block.name or "", arguments, source=source))
         elif block.type == "thinking":
             thoughts.append(block.thinking or "")
         elif block.type == "tool_result":
@@ -145,7 +134,7 @@ def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
     reasoning = "".join(thoughts) or None  # accepted, never rendered
-    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning, source=where)
+    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning, source=Source(where))
 
 
 def _append_merging_users(turns: list[Message], message: Message) -> None:
@@ -200,11 +189,12 @@ def _tools(wire: MessagesRequest) -> tuple[Tool, ...]:
                 param=f"tools[{i}].type",
                 code="unsupported_tool",
             )
-        tools.append(Tool(name=t.name, description=t.description or "", parameters=t.input_schema))
+        source = Source(f"tools[{i}]", {"parameters": "input_schema"})
+        tools.append(Tool(name=t.name, description=t.description or "", parameters=t.input_schema, source=source))
     return tuple(tools)
 
 
-def _tool_choice(choice: ToolChoice | None) -> Any:
+def _tool_choice(choice: WireToolChoice | None) -> ToolChoice | None:
     if choice is None:
         return None
     if choice.disable_parallel_tool_use:
@@ -214,13 +204,13 @@ def _tool_choice(choice: ToolChoice | None) -> Any:
             code="unsupported_value",
         )
     if choice.type in ("auto", "none"):
-        return choice.type
+        return ToolChoice(choice.type)
     if choice.type == "any":
-        return "required"
+        return ToolChoice("required")
     if choice.type == "tool":
         if not choice.name:
             raise InvalidRequest("tool_choice of type 'tool' needs the tool's name", param="tool_choice.name")
-        return {"type": "function", "function": {"name": choice.name}}
+        return ToolChoice("function", choice.name)
     raise InvalidRequest(
         f"unknown tool_choice type '{choice.type}'; use auto, none, any or tool", param="tool_choice.type"
     )
@@ -250,14 +240,18 @@ def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> Reason
     return ReasoningControls(level=level)
 
 
-def _response_format(raw: Any) -> Any:
-    """``output_config.format`` in the Chat spelling, for the one parser (reference §6)."""
-    if not isinstance(raw, dict) or raw.get("type") != "json_schema":
-        return raw
-    spec: dict[str, Any] = {"name": raw.get("name") if isinstance(raw.get("name"), str) else "output"}
-    if "schema" in raw:
-        spec["schema"] = raw["schema"]
-    return {"type": "json_schema", "json_schema": spec}
+def _output_format(raw: Any) -> FormatRequest | None:
+    """``output_config.format`` (reference §6); absent, ``text`` or a non-object is plain text."""
+    if not isinstance(raw, dict) or raw.get("type") in (None, "text"):
+        return None
+    name = raw.get("name")
+    return FormatRequest(
+        type=str(raw["type"]),
+        param="output_config.format",
+        schema_param="output_config.format.schema",
+        schema=raw.get("schema"),
+        name=name if isinstance(name, str) else "output",
+    )
 
 
 def _refuse_by_name(wire: MessagesRequest) -> None:
@@ -297,12 +291,12 @@ def to_chat_request(
         sampling=Sampling(temperature=wire.temperature, top_p=wire.top_p, top_k=wire.top_k),
         stop=tuple(wire.stop_sequences) if wire.stop_sequences is not None else None,
         max_tokens=wire.max_tokens,
-        clamp_max_tokens=True,
+        top_p_zero=True,
         temperature_max=1.0,
         reasoning=_thinking(wire.thinking, cap),
-        response_format=_response_format(wire.output_config.format if wire.output_config else None),
+        output_format=_output_format(wire.output_config.format if wire.output_config else None),
         stream=bool(wire.stream) and not count_only,
         workspace=workspace,
         request_id=request_id or new_request_id(),
-        params=MESSAGES_PARAMS,
+        stop_param="stop_sequences",
     )

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, post
-from litestar.response import Response
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import request_id_of
-from tinytitan.api.request_io import read_json, until_disconnect
-from tinytitan.api.sse import sse_response
+from tinytitan.api.request_io import read_json
+from tinytitan.api.streaming import answer
 from tinytitan.engine.request import ChatRequest
 from tinytitan.engine.service import Engine
 
 from .protocol import MessagesRequest
-from .translate import message_object, stream_events, to_chat_request
+from .translate import MessagesStream, to_chat_request
 
 __all__ = ["MessagesController"]
 
@@ -38,13 +37,8 @@ class MessagesController(Controller):
     async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Any:
         chat = await _chat_request(request, engine, count_only=False)
         job = await engine.prepare(chat)
-        model = job.request.model_id
-        with job.closed_on_error():
-            if chat.stream:
-                events = stream_events(job.events(), model, request_id=chat.request_id)
-                return sse_response(events, request, anthropic=True, on_close=job.close)
-            result = await until_disconnect(request, job.collect())
-        return Response(message_object(result, model))
+        encoder = MessagesStream(job.request.model_id, request_id=chat.request_id)
+        return await answer(request, job, encoder, stream=chat.stream)
 
     @post("/count_tokens", status_code=200)
     async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, int]:

@@ -8,23 +8,21 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
 from tinytitan.api.errors import anthropic_error
 from tinytitan.api.sse import SSE
-from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.service import Completion
 
-from .mapping import MESSAGES_PARAMS, to_chat_request
+from .mapping import to_chat_request
 
 __all__ = [
-    "MESSAGES_PARAMS",
+    "MessagesStream",
     "message_object",
     "new_message_id",
     "stop_reason",
-    "stream_events",
     "to_chat_request",
     "tool_use_id",
     "usage_object",
@@ -65,7 +63,7 @@ def stop_reason(finished: Finished, has_calls: bool) -> tuple[str, str | None]:
 
 def _tool_input(call: ToolCall) -> Any:
     try:
-        return json.loads(call.arguments_json) if call.arguments_json.strip() else {}
+        return json.loads(call.arguments) if call.arguments.strip() else {}
     except ValueError:
         return {}
 
@@ -146,49 +144,57 @@ def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
         return [*out, blocks.delta({"type": "text_delta", "text": event.text})]
     if isinstance(event, ToolCall):
         out = blocks.start(_tool_use_block(event, with_input=False))
-        out.append(blocks.delta({"type": "input_json_delta", "partial_json": event.arguments_json or "{}"}))
+        out.append(blocks.delta({"type": "input_json_delta", "partial_json": event.arguments or "{}"}))
         return [*out, *blocks.stop()]
     return []
 
 
-async def stream_events(
-    events: AsyncIterator[Event], model: str, *, request_id: str, message_id: str | None = None
-) -> AsyncIterator[SSE]:
+class MessagesStream:
     """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
-    start = {
-        "id": message_id or new_message_id(),
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": usage_object(Usage()),
-    }
-    yield SSE({"type": "message_start", "message": start}, event="message_start")
-    blocks = _Blocks()
-    try:
-        async for event in events:
-            for item in _event_items(event, blocks):
-                yield item
-            if isinstance(event, Finished):
-                has_calls = "tool_use" in blocks.kinds
-                tail = blocks.stop()
-                if not has_calls and "text" not in blocks.kinds:  # the object always has a text block then
-                    tail += blocks.start({"type": "text", "text": ""}) + blocks.stop()
-                for item in tail:
-                    yield item
-                reason, sequence = stop_reason(event, has_calls)
-                delta = {"stop_reason": reason, "stop_sequence": sequence}
-                body = {"type": "message_delta", "delta": delta, "usage": usage_object(event.usage)}
-                yield SSE(body, event="message_delta")
-                yield SSE({"type": "message_stop"}, event="message_stop")
-                return
-    except TinyTitanError as exc:
-        yield SSE(anthropic_error(exc, request_id)[1], event="error")
-        return
-    except Exception:
-        yield SSE(anthropic_error(GenerationFailed(), request_id)[1], event="error")
-        return
-    # the events ended without Finished: the generation was cut short
-    yield SSE(anthropic_error(GenerationFailed(), request_id)[1], event="error")
+
+    anthropic = True
+
+    def __init__(self, model: str, *, request_id: str, message_id: str | None = None) -> None:
+        self.model = model
+        self.request_id = request_id
+        self.message_id = message_id or new_message_id()
+        self.blocks = _Blocks()
+
+    def start(self) -> list[SSE]:
+        start = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage_object(Usage()),
+        }
+        return [SSE({"type": "message_start", "message": start}, event="message_start")]
+
+    def feed(self, event: Event) -> list[SSE]:
+        blocks = self.blocks
+        out = _event_items(event, blocks)
+        if not isinstance(event, Finished):
+            return out
+        has_calls = "tool_use" in blocks.kinds
+        out += blocks.stop()
+        if not has_calls and "text" not in blocks.kinds:  # the object always has a text block then
+            out += blocks.start({"type": "text", "text": ""}) + blocks.stop()
+        reason, sequence = stop_reason(event, has_calls)
+        delta = {"stop_reason": reason, "stop_sequence": sequence}
+        out.append(
+            SSE({"type": "message_delta", "delta": delta, "usage": usage_object(event.usage)}, event="message_delta")
+        )
+        out.append(SSE({"type": "message_stop"}, event="message_stop"))
+        return out
+
+    def fail(self, exc: TinyTitanError) -> list[SSE]:
+        return [SSE(anthropic_error(exc, self.request_id)[1], event="error")]
+
+    def end(self) -> list[SSE]:
+        return []
+
+    def object(self, result: Completion) -> dict[str, Any]:
+        return message_object(result, self.model, message_id=self.message_id)

@@ -2,40 +2,53 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from tinytitan.api.errors import openai_error
 from tinytitan.api.sse import SSE
-from tinytitan.engine.errors import GenerationFailed, InvalidRequest, TinyTitanError
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.errors import InvalidRequest, TinyTitanError
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import (
     ChatRequest,
+    FormatRequest,
     Message,
     Part,
     ReasoningControls,
     Sampling,
     Tool,
-    ToolCallSpec,
+    ToolChoice,
 )
 from tinytitan.engine.service import Completion
 
 from .protocol import ChatCompletionRequest, ChatMessage
 
-__all__ = ["completion_object", "finish_reason", "stream_chunks", "to_chat_request", "usage_object"]
+__all__ = ["ChatStream", "completion_object", "finish_reason", "to_chat_request", "usage_object"]
+
+_CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
+_TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
 
 
-def _message(m: ChatMessage) -> Message:
-    content = tuple(Part(p.type, p.text) for p in m.content) if isinstance(m.content, list) else m.content
-    calls = tuple(ToolCallSpec(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or ())
+def _message(m: ChatMessage, i: int) -> Message:
+    where = f"messages[{i}]"
+    content = (
+        tuple(Part(p.type, p.text, Source(f"{where}.content[{j}]")) for j, p in enumerate(m.content))
+        if isinstance(m.content, list)
+        else m.content
+    )
+    calls = tuple(
+        ToolCall(c.id, c.function.name, c.function.arguments, source=Source(f"{where}.tool_calls[{k}]", _CALL_SPELLING))
+        for k, c in enumerate(m.tool_calls or ())
+    )
     return Message(
         role=m.role,
         content=content,
         tool_calls=calls,
         tool_call_id=m.tool_call_id,
         reasoning=m.reasoning_content or m.reasoning,
+        source=Source(where),
     )
 
 
@@ -63,11 +76,7 @@ def _reasoning(wire: ChatCompletionRequest) -> ReasoningControls:
     )
 
 
-def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None) -> ChatRequest:
-    if not wire.model:
-        raise InvalidRequest("model is required", param="model")
-    if wire.messages is None:
-        raise InvalidRequest("messages is required", param="messages")
+def _tools(wire: ChatCompletionRequest) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     for i, t in enumerate(wire.tools or ()):
         if t.type == "function" and t.function is None:
@@ -79,14 +88,62 @@ def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None
                 description=(fn.description or "") if fn else "",
                 parameters=fn.parameters if fn else None,
                 type=t.type,
+                source=Source(f"tools[{i}]", _TOOL_SPELLING),
             )
         )
-    stop = wire.stop if wire.stop is None or isinstance(wire.stop, str) else tuple(wire.stop)
+    return tuple(tools)
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice | None:
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(str(choice))
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        fn = choice.get("function")
+        name = (fn.get("name") if isinstance(fn, dict) else None) or choice.get("name")
+        return ToolChoice("function", name if isinstance(name, str) else None)
+    raise InvalidRequest(
+        f"unsupported tool_choice {json.dumps(choice)}; use 'auto', 'none', 'required' or a named function",
+        param="tool_choice",
+    )
+
+
+def _response_format(raw: Any) -> FormatRequest | None:
+    """``response_format``; absent, ``text`` or a non-object value is plain text (reference §6)."""
+    if not isinstance(raw, dict) or raw.get("type") in (None, "text"):
+        return None
+    spec = raw.get("json_schema")
+    spec = spec if isinstance(spec, dict) else {}
+    name = spec.get("name")
+    return FormatRequest(
+        type=str(raw["type"]),
+        param="response_format",
+        schema_param="response_format.json_schema.schema",
+        schema=spec.get("schema"),
+        name=name if isinstance(name, str) else None,
+    )
+
+
+def _cap(wire: ChatCompletionRequest) -> tuple[int | None, str]:
+    if wire.max_tokens is not None and wire.max_completion_tokens is not None:
+        raise InvalidRequest("give either max_tokens or max_completion_tokens, not both", param="max_completion_tokens")
+    if wire.max_completion_tokens is not None:
+        return wire.max_completion_tokens, "max_completion_tokens"
+    return wire.max_tokens, "max_tokens"
+
+
+def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None) -> ChatRequest:
+    if not wire.model:
+        raise InvalidRequest("model is required", param="model")
+    if wire.messages is None:
+        raise InvalidRequest("messages is required", param="messages")
+    cap, cap_param = _cap(wire)
     return ChatRequest(
         model=wire.model,
-        messages=tuple(_message(m) for m in wire.messages),
-        tools=tuple(tools),
-        tool_choice=wire.tool_choice,
+        messages=tuple(_message(m, i) for i, m in enumerate(wire.messages)),
+        tools=_tools(wire),
+        tool_choice=_tool_choice(wire.tool_choice),
         sampling=Sampling(
             temperature=wire.temperature,
             top_p=wire.top_p,
@@ -96,11 +153,11 @@ def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None
             frequency_penalty=wire.frequency_penalty,
             seed=wire.seed,
         ),
-        stop=stop,
-        max_tokens=wire.max_tokens,
-        max_completion_tokens=wire.max_completion_tokens,
+        stop=(wire.stop,) if isinstance(wire.stop, str) else None if wire.stop is None else tuple(wire.stop),
+        max_tokens=cap,
+        cap_param=cap_param,
         reasoning=_reasoning(wire),
-        response_format=wire.response_format,
+        output_format=_response_format(wire.response_format),
         n=wire.n,
         logprobs=wire.logprobs,
         top_logprobs=wire.top_logprobs,
@@ -135,7 +192,7 @@ def finish_reason(finished: Finished, has_calls: bool) -> str:
 
 def _call_object(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {} if index is None else {"index": index}
-    obj.update({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments_json}})
+    obj.update({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
     return obj
 
 
@@ -164,47 +221,48 @@ def completion_object(result: Completion, model: str) -> dict[str, Any]:
     }
 
 
-async def stream_chunks(events: AsyncIterator[Event], model: str, *, include_usage: bool) -> AsyncIterator[SSE]:
-    """The chunk stream: role first (at once, even while queued), deltas, finish, usage, [DONE]."""
-    cid, created = new_completion_id(), int(time.time())
+class ChatStream:
+    """The chunk stream (reference §8): role first (at once, even while queued), deltas, the finish
+    chunk, the usage chunk when asked, and ``[DONE]`` — after a failure's error frame too."""
 
-    def chunk(delta: dict[str, Any], reason: str | None = None) -> SSE:
-        return SSE(
-            {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
-            }
-        )
+    anthropic = False
 
-    yield chunk({"role": "assistant", "content": ""})
-    calls = 0
-    try:
-        async for event in events:
-            if isinstance(event, TextDelta):
-                yield chunk({"content": event.text})
-            elif isinstance(event, ReasoningDelta):
-                yield chunk({"reasoning_content": event.text})
-            elif isinstance(event, ToolCall):
-                yield chunk({"tool_calls": [_call_object(event, calls)]})
-                calls += 1
-            elif isinstance(event, Finished):
-                yield chunk({}, finish_reason(event, calls > 0))
-                if include_usage:
-                    yield SSE(
-                        {
-                            "id": cid,
-                            "object": "chat.completion.chunk",
-                            "created": created,
-                            "model": model,
-                            "choices": [],
-                            "usage": usage_object(event.usage),
-                        }
-                    )
-    except TinyTitanError as exc:
-        yield SSE(openai_error(exc)[1])
-    except Exception:
-        yield SSE(openai_error(GenerationFailed())[1])
-    yield SSE("[DONE]")
+    def __init__(self, model: str, *, include_usage: bool) -> None:
+        self.model = model
+        self.include_usage = include_usage
+        self.id = new_completion_id()
+        self.created = int(time.time())
+        self.calls = 0
+
+    def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> SSE:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        return SSE(self._frame(choices=[choice]))
+
+    def _frame(self, **fields: Any) -> dict[str, Any]:
+        head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
+        return {**head, **fields}
+
+    def start(self) -> list[SSE]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def feed(self, event: Event) -> list[SSE]:
+        if isinstance(event, TextDelta):
+            return [self._chunk({"content": event.text})]
+        if isinstance(event, ReasoningDelta):
+            return [self._chunk({"reasoning_content": event.text})]
+        if isinstance(event, ToolCall):
+            self.calls += 1
+            return [self._chunk({"tool_calls": [_call_object(event, self.calls - 1)]})]
+        out = [self._chunk({}, finish_reason(event, self.calls > 0))]
+        if self.include_usage:
+            out.append(SSE(self._frame(choices=[], usage=usage_object(event.usage))))
+        return out
+
+    def fail(self, exc: TinyTitanError) -> list[SSE]:
+        return [SSE(openai_error(exc)[1])]
+
+    def end(self) -> list[SSE]:
+        return [SSE("[DONE]")]
+
+    def object(self, result: Completion) -> dict[str, Any]:
+        return completion_object(result, self.model)

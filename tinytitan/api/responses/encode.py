@@ -2,7 +2,7 @@
 
 ``OutputBuilder`` is the one place output items are made: the stream encoder and the non-streaming
 path both feed it the engine's events, so the streamed final object and the plain one are built by
-the same code. ``encode_stream`` is a pure async function over an event iterator.
+the same code. ``ResponsesStream`` is this protocol's ``Encoder`` (``tinytitan.api.streaming``).
 """
 
 from __future__ import annotations
@@ -10,23 +10,24 @@ from __future__ import annotations
 import copy
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 from tinytitan.api.errors import openai_error
+from tinytitan.api.sse import SSE
 from tinytitan.engine.compaction import CompactionResult
-from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
+from tinytitan.engine.service import Completion
 
 from .inputs import new_item_id
 from .protocol import ResponsesRequest
 
 __all__ = [
     "OutputBuilder",
-    "collect_response",
+    "ResponsesStream",
     "compaction_object",
-    "encode_stream",
     "new_response_id",
     "response_shell",
     "usage_object",
@@ -198,11 +199,11 @@ class OutputBuilder:
         self.output.append(item)
         ids = {"item_id": item["id"], "output_index": index}
         events.append(self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item)))
-        events.append(self._event("response.function_call_arguments.delta", **ids, delta=call.arguments_json))
-        item["arguments"] = call.arguments_json
+        events.append(self._event("response.function_call_arguments.delta", **ids, delta=call.arguments))
+        item["arguments"] = call.arguments
         item["status"] = "completed"
         events.append(
-            self._event("response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments_json)
+            self._event("response.function_call_arguments.done", **ids, name=call.name, arguments=call.arguments)
         )
         events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
         return events
@@ -239,43 +240,39 @@ class OutputBuilder:
         return [self._event("response.failed", response=self._snapshot())]
 
 
-async def encode_stream(events: AsyncIterator[Event], builder: OutputBuilder) -> AsyncIterator[dict[str, Any]]:
-    """created → in_progress → items … → completed | incomplete; a failure → response.failed.
+class ResponsesStream:
+    """The Responses encoding of one generation: the stream events and the object come from the same
+    ``OutputBuilder``. ``on_done`` gets the final object of a generation that finished (completed or
+    incomplete), on both paths — the route stores it."""
 
-    Closing this iterator (a client that went away) closes ``events``, which cancels the generation.
-    """
-    failure: TinyTitanError | None = None
-    finished = False
-    try:
-        for out in builder.start():
-            yield out
-        async for event in events:
-            for out in builder.feed(event):
-                yield out
-            finished = finished or isinstance(event, Finished)
-    except TinyTitanError as exc:
-        failure = exc
-    except Exception:
-        failure = GenerationFailed()
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if finished:
-        return
-    for out in builder.fail(failure or GenerationFailed("generation ended without finishing")):
-        yield out
+    anthropic = False
 
+    def __init__(self, builder: OutputBuilder, on_done: Callable[[dict[str, Any]], None]) -> None:
+        self.builder = builder
+        self.on_done = on_done
 
-async def collect_response(events: AsyncIterator[Event], builder: OutputBuilder) -> dict[str, Any]:
-    """The non-streaming path: the same builder, errors raised (an ordinary HTTP error)."""
-    finished = False
-    async for event in events:
-        builder.feed(event)
-        finished = finished or isinstance(event, Finished)
-    if not finished:
-        raise GenerationFailed("generation ended without finishing")
-    return builder.response
+    def _frames(self, events: list[dict[str, Any]]) -> list[SSE]:
+        return [SSE(e, event=e["type"]) for e in events]
+
+    def start(self) -> list[SSE]:
+        return self._frames(self.builder.start())
+
+    def feed(self, event: Event) -> list[SSE]:
+        frames = self._frames(self.builder.feed(event))
+        if isinstance(event, Finished):
+            self.on_done(self.builder.response)
+        return frames
+
+    def fail(self, exc: TinyTitanError) -> list[SSE]:
+        return self._frames(self.builder.fail(exc))
+
+    def end(self) -> list[SSE]:
+        return []
+
+    def object(self, result: Completion) -> dict[str, Any]:
+        for event in result.events:
+            self.feed(event)
+        return self.builder.response
 
 
 def compaction_object(result: CompactionResult, instructions: str | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Responses request → ``ChatRequest`` (reference §9): input items, tools, refusals, param names.
+"""Responses request → ``ChatRequest`` (reference §9): input items, tools, tool choice, format, refusals.
 
 ``map_input`` turns ``input`` (a string or items) into guidance, decoded compaction notes and
 conversation messages, plus the normalised items a stored response keeps. ``to_chat_request`` adds
@@ -14,25 +14,24 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tinytitan.engine.compaction import decode_payload, summary_preamble
-from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.errors import InvalidRequest, text_only
+from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
     ChatRequest,
+    FormatRequest,
     Message,
-    ParamNames,
     ReasoningControls,
     Sampling,
     Tool,
-    ToolCallSpec,
+    ToolChoice,
 )
 
 from .protocol import ResponsesRequest
 
 __all__ = [
     "ALLOWED_INCLUDE",
-    "PARAMS",
     "MappedInput",
     "Resolver",
-    "chat_format",
     "map_input",
     "map_tools",
     "new_item_id",
@@ -49,23 +48,6 @@ _ID_PREFIX = {
     "reasoning": "rs",
     "compaction": "cmp",
 }
-
-PARAMS = ParamNames(
-    messages="input",
-    max_tokens="max_output_tokens",
-    max_completion_tokens="max_output_tokens",
-    stop="stop",
-    tools="tools",
-    tool_prefix="",
-    tool_schema="parameters",
-    tool_choice="tool_choice",
-    temperature="temperature",
-    top_p="top_p",
-    top_k="top_k",
-    seed="seed",
-    response_format="text.format",
-    tool_call_id="call_id",
-)
 
 Resolver = Callable[[str], dict[str, Any] | None]
 
@@ -110,11 +92,7 @@ def _part_text(part: Any, where: str) -> str:
         if not isinstance(text, str):
             raise InvalidRequest(f"a {kind} part needs a string", param=where)
         return text
-    raise InvalidRequest(
-        f"content parts of type '{kind}' are not supported; this server is text-only",
-        param=where,
-        code="unsupported_content",
-    )
+    raise text_only(f"content parts of type '{kind}'", where)
 
 
 def _content(value: Any, where: str) -> str:
@@ -143,12 +121,12 @@ def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
-def _add_call(mapped: MappedInput, call: ToolCallSpec, where: str) -> None:
+def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
     last = mapped.messages[-1] if mapped.messages else None
     if last is not None and last.role == "assistant":
         mapped.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
     else:
-        mapped.messages.append(Message("assistant", "", tool_calls=(call,), source=where))
+        mapped.messages.append(Message("assistant", "", tool_calls=(call,), source=Source(where)))
 
 
 def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
@@ -177,17 +155,20 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
             if text:
                 mapped.guidance.append(text)
         else:
-            mapped.messages.append(Message(role, text, source=where))
+            mapped.messages.append(Message(role, text, source=Source(where)))
     elif kind == "function_call":
         arguments = item.get("arguments", "")
         if not isinstance(arguments, str):
             raise InvalidRequest("arguments must be a JSON string", param=f"{where}.arguments")
         namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
         call_id = _string(item, "call_id", where)
-        _add_call(mapped, ToolCallSpec(call_id, _string(item, "name", where), arguments, namespace), where)
+        source = Source(where, {"id": "call_id"})
+        _add_call(mapped, ToolCall(call_id, _string(item, "name", where), arguments, namespace, source), where)
     elif kind == "function_call_output":
         output = _content(item.get("output"), f"{where}.output")
-        mapped.messages.append(Message("tool", output, tool_call_id=_string(item, "call_id", where), source=where))
+        call_id = _string(item, "call_id", where)
+        source = Source(where, {"tool_call_id": "call_id"})
+        mapped.messages.append(Message("tool", output, tool_call_id=call_id, source=source))
     elif kind == "reasoning":
         pass  # a replayed thought: accepted, never rendered
     elif kind == "compaction":
@@ -204,7 +185,7 @@ def map_input(value: Any, *, resolve: Resolver, param: str = "input") -> MappedI
     """A Responses ``input`` (string or items) mapped; errors name ``input[i]…``."""
     mapped = MappedInput()
     if isinstance(value, str):
-        mapped.messages.append(Message("user", value))
+        mapped.messages.append(Message("user", value, source=Source(param)))
         mapped.items.append(_normalised({"role": "user", "content": value}, "message"))
         return mapped
     if not isinstance(value, list):
@@ -217,7 +198,7 @@ def map_input(value: Any, *, resolve: Resolver, param: str = "input") -> MappedI
     return mapped
 
 
-def _function(tool: dict[str, Any], namespace: str | None) -> Tool:
+def _function(tool: dict[str, Any], namespace: str | None, where: str) -> Tool:
     name = tool.get("name")
     description = tool.get("description")
     return Tool(
@@ -225,32 +206,55 @@ def _function(tool: dict[str, Any], namespace: str | None) -> Tool:
         description=description if isinstance(description, str) else "",
         parameters=tool.get("parameters"),
         namespace=namespace,
+        source=Source(where),
     )
 
 
 def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
     """``function`` tools reach the model; ``namespace`` tools are flattened; hosted types left out."""
     out: list[Tool] = []
-    for tool in tools or ():
+    for i, tool in enumerate(tools or ()):
         kind = tool.get("type", "function")
         if kind == "function":
-            out.append(_function(tool, None))
+            out.append(_function(tool, None, f"tools[{i}]"))
         elif kind == "namespace":
             name = tool.get("name") if isinstance(tool.get("name"), str) else None
-            for inner in tool.get("tools") or ():
+            for j, inner in enumerate(tool.get("tools") or ()):
                 if isinstance(inner, dict) and inner.get("type", "function") == "function":
-                    out.append(_function(inner, name))
+                    out.append(_function(inner, name, f"tools[{i}].tools[{j}]"))
         # web_search, file_search, code_interpreter, mcp, image_generation, computer use, shell,
         # local_shell, tool_search, custom: nothing here runs them; left out of the prompt, not refused
     return tuple(out)
 
 
-def chat_format(fmt: Any) -> Any:
-    """``text.format`` in the Chat spelling the one output-format parser reads."""
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and "json_schema" not in fmt:
-        spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
-        return {"type": "json_schema", "json_schema": spec}
-    return fmt
+def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice | None:
+    """``auto`` / ``none`` / ``required`` or ``{"type": "function", "name"}``; other shapes → 400."""
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(str(choice))
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = choice.get("name")
+        return ToolChoice("function", name if isinstance(name, str) else None)
+    kind = choice.get("type") if isinstance(choice, dict) else choice
+    raise InvalidRequest(
+        f"unsupported tool_choice {kind!r}; use 'auto', 'none', 'required' or a function by name",
+        param="tool_choice",
+    )
+
+
+def _text_format(fmt: dict[str, Any] | None) -> FormatRequest | None:
+    """``text.format`` (reference §6): ``{type: json_schema, name, schema, strict}`` or ``json_object``."""
+    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
+        return None
+    name = fmt.get("name")
+    return FormatRequest(
+        type=str(fmt["type"]),
+        param="text.format",
+        schema_param="text.format.schema",
+        schema=fmt.get("schema"),
+        name=name if isinstance(name, str) else None,
+    )
 
 
 def _refuse(wire: ResponsesRequest) -> None:
@@ -284,16 +288,18 @@ def to_chat_request(
     conversation = map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
     current = map_input(wire.input, resolve=resolve)
     conversation.extend(current)
-    system = [wire.instructions] if wire.instructions else []
-    system += conversation.guidance + [summary_preamble(note) for note in conversation.notes]
-    messages = ([Message("system", "\n\n".join(system))] if system else []) + conversation.messages
+    system = ([wire.instructions] if wire.instructions else []) + conversation.guidance
+    notes = [summary_preamble(note) for note in conversation.notes]  # the server's own: never stripped
+    messages = [Message("system", "\n\n".join(system))] if system else []
+    messages += [Message("system", "\n\n".join(notes), server=True)] if notes else []
+    messages += conversation.messages
     reasoning = wire.reasoning or None
     text = wire.text or None
     chat = ChatRequest(
         model=wire.model,
         messages=tuple(messages),
         tools=map_tools(wire.tools),
-        tool_choice=wire.tool_choice,
+        tool_choice=_tool_choice(wire.tool_choice),
         sampling=Sampling(
             temperature=wire.temperature,
             top_p=wire.top_p,
@@ -302,11 +308,12 @@ def to_chat_request(
             frequency_penalty=wire.frequency_penalty,
         ),
         max_tokens=wire.max_output_tokens,
+        cap_param="max_output_tokens",
         reasoning=ReasoningControls(effort=reasoning.effort if reasoning else None),
-        response_format=chat_format(text.format if text else None),
+        output_format=_text_format(text.format if text else None),
         top_logprobs=wire.top_logprobs,
         stream=bool(wire.stream),
         workspace=workspace,
-        params=PARAMS,
+        messages_param="input",
     )
     return chat, current

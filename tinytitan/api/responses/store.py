@@ -11,9 +11,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_LIMIT", "ResponseStore", "StoredResponse"]
+from tinytitan.engine.errors import InvalidRequest, NotFound
+
+__all__ = ["DEFAULT_LIMIT", "ResponseStore", "StoredResponse", "page"]
 
 DEFAULT_LIMIT = 256
+_STORED_STATUSES = ("completed", "incomplete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,21 @@ class ResponseStore:
     def get(self, response_id: str) -> StoredResponse | None:
         return self._items.get(response_id)
 
+    def stored(self, response_id: str, *, param: str = "response_id") -> StoredResponse:
+        """The stored response, or 404 naming the id (``previous_response_id`` says "Previous …")."""
+        found = self._items.get(response_id)
+        if found is None:
+            what = "Previous response" if param == "previous_response_id" else "Response"
+            raise NotFound(f"{what} with id '{response_id}' not found.", param=param)
+        return found
+
+    def remember(
+        self, response: dict[str, Any], input_items: list[dict[str, Any]], history: list[dict[str, Any]]
+    ) -> None:
+        """Keep a finished response asked to be stored (``store`` true; completed or incomplete)."""
+        if response.get("store") and response.get("status") in _STORED_STATUSES:
+            self.put(StoredResponse(response, input_items, [*history, *input_items]))
+
     def delete(self, response_id: str) -> bool:
         return self._items.pop(response_id, None) is not None
 
@@ -60,3 +78,25 @@ class ResponseStore:
                 if item.get("id") == item_id:
                     return item
         return None
+
+
+def page(items: list[dict[str, Any]], *, order: str, limit: int, after: str | None) -> dict[str, Any]:
+    """A list page of input items (``order`` asc|desc, ``limit`` 1–100, ``after`` an item id)."""
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("order must be 'asc' or 'desc'", param="order")
+    if not 1 <= limit <= 100:
+        raise InvalidRequest(f"limit must be between 1 and 100, got {limit}", param="limit")
+    ordered = list(items if order == "asc" else reversed(items))
+    if after is not None:
+        ids = [item.get("id") for item in ordered]
+        if after not in ids:
+            raise InvalidRequest(f"no input item with id '{after}' in this response", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    data = ordered[:limit]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": len(ordered) > limit,
+    }

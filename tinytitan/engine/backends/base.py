@@ -10,14 +10,14 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.errors import Unsupported
 from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, ToolParser, json_tool_parser
-from tinytitan.engine.request import ModelInfo, OutputFormat, Sampling, ValidatedRequest
+from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
-__all__ = ["Backend", "GenerationParams", "GenerationStats", "Piece", "Prompt"]
+__all__ = ["Backend", "Generation", "Piece", "Prompt"]
 
 
 @dataclass(slots=True)
@@ -28,19 +28,16 @@ class Prompt:
     start_in_reasoning: bool = False  # the template opened a thought (the prompt ends inside <think>)
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationParams:
-    sampling: Sampling
-    max_new: int
-    output_format: OutputFormat | None = None
-    tool_choice: str = "auto"
-    forced_tool: str | None = None
-
-
 @dataclass(slots=True)
-class GenerationStats:
-    """Filled in by the backend while it runs."""
+class Generation:
+    """One generation as a backend runs it: what to generate (the validated request, its rendered
+    prompt, the token budget ``max_new = min(cap, context - prompt)``) and the cancel flag the backend
+    checks before every token. The backend reports the prompt-cache hit in ``cached_tokens``."""
 
+    request: ValidatedRequest
+    prompt: Prompt
+    max_new: int
+    cancel: threading.Event = field(default_factory=threading.Event)
     cached_tokens: int = 0
 
 
@@ -54,8 +51,17 @@ class Piece:
 
 
 class Backend(ABC):
-    markers: Markers = QWEN_MARKERS
-    tool_parser: ToolParser = staticmethod(json_tool_parser)
+    has_tokenizer: bool = True  # False: count_tokens answers 501 (generation is unaffected)
+
+    @property
+    def markers(self) -> Markers:
+        """The family's reasoning and tool-call markers (Qwen's unless the backend knows better)."""
+        return QWEN_MARKERS
+
+    @property
+    def tool_parser(self) -> ToolParser:
+        """The family's tool-call parser (the ``<tool_call>`` JSON one unless the backend knows better)."""
+        return json_tool_parser
 
     @property
     @abstractmethod
@@ -86,12 +92,5 @@ class Backend(ABC):
         """The chat template applied to the request (may raise ``Unsupported`` without a tokenizer)."""
 
     @abstractmethod
-    def generate(
-        self,
-        request: ValidatedRequest,
-        prompt: Prompt,
-        params: GenerationParams,
-        cancel: threading.Event,
-        stats: GenerationStats,
-    ) -> Iterator[Piece]:
-        """Yield raw pieces; check ``cancel`` before every token."""
+    def generate(self, gen: Generation) -> Iterator[Piece]:
+        """Yield raw pieces; check ``gen.cancel`` before every token."""

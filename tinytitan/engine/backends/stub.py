@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Piece, Prompt
+from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
@@ -127,13 +127,14 @@ class StubBackend(Backend):
         )
 
     def count_text(self, text: str) -> int:
-        if self.script.get("tokenizer", True) is False:
+        if not self.has_tokenizer:
             raise Unsupported("this backend has no tokenizer")
         return len(stub_tokens(text))
 
+    def __post_init__(self) -> None:
+        self.has_tokenizer = self.script.get("tokenizer", True) is not False
+
     def render(self, request: ValidatedRequest) -> Prompt:
-        if self.script.get("tokenizer", True) is False:
-            raise Unsupported("this backend has no tokenizer")
         lines: list[str] = []
         system = request.system or ""
         if request.tools:
@@ -157,7 +158,8 @@ class StubBackend(Backend):
                 return rule.get("reply", {})
         return {"text": "hello from tinytitan"}
 
-    def _record(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> None:
+    def _record(self, gen: Generation) -> None:
+        request, prompt = gen.request, gen.prompt
         r = request.request
         self.recorded.append(
             {
@@ -178,11 +180,11 @@ class StubBackend(Backend):
                 ],
                 "tool_choice": request.tool_choice,
                 "sampling": {
-                    k: getattr(params.sampling, k)
+                    k: getattr(request.sampling, k)
                     for k in ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")
                 },
                 "stop": list(request.stop),
-                "max_new": params.max_new,
+                "max_new": gen.max_new,
                 "reasoning_level": request.reasoning_level,
                 "reasoning_requested": {k: v for k, v in asdict(r.reasoning).items() if v is not None},
                 "output_format": None if request.output_format is None else request.output_format.type,
@@ -204,20 +206,14 @@ class StubBackend(Backend):
         self._cache = [*self._cache[-3:], tokens]
         return min(best, len(tokens) - 1) if tokens else 0
 
-    def generate(
-        self,
-        request: ValidatedRequest,
-        prompt: Prompt,
-        params: GenerationParams,
-        cancel: threading.Event,
-        stats: GenerationStats,
-    ) -> Iterator[Piece]:
+    def generate(self, gen: Generation) -> Iterator[Piece]:
+        request, cancel = gen.request, gen.cancel
         with self._lock:
-            self._record(request, prompt, params)
-            stats.cached_tokens = self._cached_prefix(list(prompt.tokens or []))
+            self._record(gen)
+            gen.cached_tokens = self._cached_prefix(list(gen.prompt.tokens or []))
         reply = self._reply_for(request)
-        _check_format(reply, params)
-        _check_forced(reply, params, request)
+        _check_format(reply, request)
+        _check_forced(reply, request)
         tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
         size = max(1, int(reply.get("chunk_size", 1)))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
@@ -235,13 +231,13 @@ class StubBackend(Backend):
             yield Piece("", 0, finish=str(reply["finish_reason"]))
 
 
-def _check_format(reply: dict[str, Any], params: GenerationParams) -> None:
+def _check_format(reply: dict[str, Any], request: ValidatedRequest) -> None:
     """A scripted reply must obey a requested output format, so a bad script fails its test.
 
     The real engine cannot emit anything else (the grammar masks it); the stub checks instead, with
     ``jsonschema`` where it is installed (the test extra) and structurally otherwise.
     """
-    fmt = params.output_format
+    fmt = request.output_format
     if fmt is None or "raw" in reply:
         return
     text = str(reply.get("text", ""))
@@ -263,22 +259,22 @@ def _check_format(reply: dict[str, Any], params: GenerationParams) -> None:
         raise GenerationFailed(f"stub script reply breaks the requested schema: {exc.message}") from None
 
 
-def _check_forced(reply: dict[str, Any], params: GenerationParams, request: ValidatedRequest) -> None:
+def _check_forced(reply: dict[str, Any], request: ValidatedRequest) -> None:
     """A forced tool call (``required`` / a named function) must be in a scripted reply.
 
     The real engine constrains generation to one call of an allowed tool whose arguments match its
     schema; the stub checks its script instead, so a script that would break that promise fails.
     """
-    if params.tool_choice not in ("required", "function") or "raw" in reply:
+    if request.tool_choice not in ("required", "function") or "raw" in reply:
         return
     calls = reply.get("tool_calls") or []
     if not calls:
-        raise GenerationFailed(f"stub script reply has no tool call but tool_choice '{params.tool_choice}' forces one")
+        raise GenerationFailed(f"stub script reply has no tool call but tool_choice '{request.tool_choice}' forces one")
     schemas = {t.name: t.parameters for t in request.tools}
     for call in calls:
         name = call.get("name")
-        if params.forced_tool is not None and name != params.forced_tool:
-            raise GenerationFailed(f"stub script reply calls '{name}' but tool_choice forces '{params.forced_tool}'")
+        if request.forced_tool is not None and name != request.forced_tool:
+            raise GenerationFailed(f"stub script reply calls '{name}' but tool_choice forces '{request.forced_tool}'")
         if name not in schemas:
             raise GenerationFailed(f"stub script reply calls '{name}', which is not among the request's tools")
         schema = schemas[name]

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from tinytitan.engine.backends.base import Backend, GenerationParams, GenerationStats, Piece, Prompt
+from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.backends.mlx import loading
 from tinytitan.engine.backends.mlx.resolve import (
     ModelSource,
@@ -119,7 +119,7 @@ class MlxBackend(Backend):
                     self._lltokenizer = make_lltokenizer(tw)
         return self._lltokenizer
 
-    @property  # type: ignore[override]
+    @property
     def markers(self) -> Markers:
         tw = self.tokenizer
         return Markers(
@@ -129,7 +129,7 @@ class MlxBackend(Backend):
             tool_end=tw.tool_call_end,
         )
 
-    @property  # type: ignore[override]
+    @property
     def tool_parser(self) -> ToolParser:
         parse = self.tokenizer.tool_parser
         if parse is None:
@@ -192,29 +192,23 @@ class MlxBackend(Backend):
         )
 
     # -- generation -------------------------------------------------------------------------------
-    def generate(
-        self,
-        request: ValidatedRequest,
-        prompt: Prompt,
-        params: GenerationParams,
-        cancel: threading.Event,
-        stats: GenerationStats,
-    ) -> Iterator[Piece]:
+    def generate(self, gen: Generation) -> Iterator[Piece]:
         import mlx.core as mx
         from mlx_lm.generate import generate_step
         from mlx_lm.models.cache import make_prompt_cache
 
-        if cancel.is_set() or params.max_new <= 0:
+        request, prompt, cancel, max_new = gen.request, gen.prompt, gen.cancel, gen.max_new
+        if cancel.is_set() or max_new <= 0:
             return
         self.load()
         tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
         cache, reused = self.prompt_cache.fetch(tokens)
         if cache is None:
             cache, reused = make_prompt_cache(self._model), 0
-        stats.cached_tokens = reused
+        gen.cached_tokens = reused
         seed_sampling(request.sampling)
         processors = make_processors(request.sampling, tokens, reused)
-        self.last_mask = mask = self._grammar_mask(request, prompt, params)
+        self.last_mask = mask = self._grammar_mask(request, prompt)
         if mask is not None:
             processors.append(mask)  # last: penalties cannot re-open a masked token
 
@@ -225,7 +219,7 @@ class MlxBackend(Backend):
         steps = generate_step(
             mx.array(tokens[reused:]),
             self._model,
-            max_tokens=params.max_new,
+            max_tokens=max_new,
             sampler=make_sampler(request.sampling),
             logits_processors=processors,
             prompt_cache=cache,
@@ -250,10 +244,10 @@ class MlxBackend(Backend):
                     ended = True
                     break
                 detokenizer.add_token(token)
-                if len(generated) >= params.max_new:
+                if len(generated) >= max_new:
                     detokenizer.finalize()
                 yield Piece(detokenizer.last_segment)
-            if ended or (not cancel.is_set() and len(generated) < params.max_new):
+            if ended or (not cancel.is_set() and len(generated) < max_new):
                 detokenizer.finalize()
                 if tail := detokenizer.last_segment:
                     yield Piece(tail, 0)
@@ -269,14 +263,14 @@ class MlxBackend(Backend):
             if keep:
                 self._remember(tokens + generated, cache, reused)
 
-    def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> Any:
+    def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         """The llguidance mask for structured output or a forced tool call; None for free text."""
-        if params.output_format is None and params.tool_choice not in ("required", "function"):
+        if request.output_format is None and request.tool_choice not in ("required", "function"):
             return None
         from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for
 
         tw = self.tokenizer
-        grammar = grammar_for(request, params, prompt, self.lltokenizer, tw)
+        grammar = grammar_for(request, prompt, self.lltokenizer, tw)
         if grammar is None:
             return None
         return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)

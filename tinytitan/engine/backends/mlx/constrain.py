@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytitan.engine.backends.base import GenerationParams, Prompt
+from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, lark_literal, schema_grammar, tool_call_grammar
 from tinytitan.engine.request import ValidatedRequest
@@ -50,16 +50,10 @@ def lark_marker(lltokenizer: Any, tokenizer: Any, text: str) -> str:
     return lark_literal(text)
 
 
-def grammar_for(
-    request: ValidatedRequest,
-    params: GenerationParams,
-    prompt: Prompt,
-    lltokenizer: Any,
-    tokenizer: Any,
-) -> str | None:
+def grammar_for(request: ValidatedRequest, prompt: Prompt, lltokenizer: Any, tokenizer: Any) -> str | None:
     """The llguidance grammar this generation must follow, or ``None`` for free text."""
-    forced = params.tool_choice in ("required", "function")
-    fmt = params.output_format
+    forced = request.tool_choice in ("required", "function")
+    fmt = request.output_format
     if not forced and fmt is None:
         return None
     prefix = None
@@ -70,7 +64,7 @@ def grammar_for(
         if forced:
             if (tokenizer.tool_call_start, tokenizer.tool_call_end) != JSON_CALL_MARKERS:
                 raise GenerationFailed("this model's tool-call syntax cannot be forced")
-            wanted = params.forced_tool
+            wanted = request.forced_tool
             tools = [(t.name, t.parameters) for t in request.tools if wanted is None or t.name == wanted]
             start, end = (lark_marker(lltokenizer, tokenizer, m) for m in JSON_CALL_MARKERS)
             return tool_call_grammar(tools, start, end, prefix)

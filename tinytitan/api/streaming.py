@@ -1,0 +1,94 @@
+"""One way to answer a prepared job, for every protocol: stream it, or collect it into an object.
+
+A protocol supplies an ``Encoder``: what its stream says first, what each engine event becomes,
+what a failure becomes, what ends the stream, and the object of a non-streaming answer.
+``encode_stream`` drives it — and ends every stream the same way: a generation that raised, or
+whose events ended without ``Finished`` (cut short), gets the protocol's error frame; then the
+encoder's ``end`` frames (Chat's ``[DONE]``) follow in every case. ``answer`` is the route skeleton
+shared by the three protocols: stream or collect, and the job is closed (its slot freed) however
+the request ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from litestar import Request, Response
+from litestar.response import ServerSentEvent
+
+from tinytitan.api.request_io import until_disconnect
+from tinytitan.api.sse import SSE, sse_response
+from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.events import Event, Finished
+from tinytitan.engine.service import Completion, Job
+
+__all__ = ["Encoder", "answer", "encode_stream"]
+
+log = logging.getLogger("tinytitan.api")
+
+
+class Encoder(Protocol):
+    """A protocol's encoding of one generation (a fresh one per request)."""
+
+    anthropic: bool  # the keepalive and error envelope of the Anthropic API
+
+    def start(self) -> list[SSE]:
+        """What the stream says before any event (sent at once, even while queued)."""
+        ...
+
+    def feed(self, event: Event) -> list[SSE]:
+        """The frames one engine event becomes (``Finished`` included)."""
+        ...
+
+    def fail(self, exc: TinyTitanError) -> list[SSE]:
+        """The error frame(s) of a stream that cannot finish."""
+        ...
+
+    def end(self) -> list[SSE]:
+        """Frames after the last event or the failure (Chat's ``[DONE]``)."""
+        ...
+
+    def object(self, result: Completion) -> dict[str, Any]:
+        """The non-streaming answer."""
+        ...
+
+
+async def encode_stream(events: AsyncIterator[Event], encoder: Encoder) -> AsyncIterator[SSE]:
+    """The protocol's stream of ``events``; closing it (a client gone) closes ``events`` too."""
+    for item in encoder.start():
+        yield item
+    failure: TinyTitanError | None = None
+    finished = False
+    async with contextlib.aclosing(events):
+        try:
+            async for event in events:
+                for item in encoder.feed(event):
+                    yield item
+                if isinstance(event, Finished):
+                    finished = True
+                    break
+        except TinyTitanError as exc:
+            failure = exc
+        except Exception:
+            log.exception("a stream failed")
+            failure = GenerationFailed()
+    if not finished:
+        for item in encoder.fail(failure or GenerationFailed("generation ended without finishing")):
+            yield item
+    for item in encoder.end():
+        yield item
+
+
+async def answer(
+    request: Request[Any, Any, Any], job: Job, encoder: Encoder, *, stream: bool
+) -> Response[Any] | ServerSentEvent:
+    """Stream ``job`` as SSE, or collect it into the protocol's object; the job is always closed."""
+    with job.closed_on_error():
+        if stream:
+            events = encode_stream(job.events(), encoder)
+            return sse_response(events, request, anthropic=encoder.anthropic, on_close=job.close)
+        result = await until_disconnect(request, job.collect())
+    return Response(encoder.object(result))
