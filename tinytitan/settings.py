@@ -63,5 +63,7 @@ class Settings:
             )
         if self.queue_limit < 0:
             raise SettingsError("--queue-limit must be 0 or more")
+        if self.keepalive_seconds <= 0:
+            raise SettingsError("--keepalive must be a positive number of seconds")
         if self.max_context is not None and self.max_context < 16:
             raise SettingsError("--max-context must be at least 16 tokens")

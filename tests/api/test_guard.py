@@ -174,3 +174,10 @@ def test_non_loopback_bind_needs_an_api_key() -> None:
         Settings(host=host, api_key="k").check()
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         Settings(host=host).check()
+
+
+def test_head_health_carries_the_same_headers_as_get(server: LiveServer) -> None:
+    got, head = httpx.get(server.url + "/health"), httpx.head(server.url + "/health")
+    assert head.status_code == got.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == got.headers["content-length"] == str(len(got.content))
+    assert head.headers["content-type"] == got.headers["content-type"] == "application/json"

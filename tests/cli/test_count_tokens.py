@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import live_server
 
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 TOOLS_CHAT = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
 REQUESTS: dict[str, tuple[str, dict[str, Any], Any]] = {
@@ -70,3 +74,48 @@ def test_refusals_are_clean_errors(tmp_path: Path) -> None:
     assert broken.exit_code == 2 and "is not JSON" in broken.output
     wrong_api = runner.invoke(app, ["count-tokens", "--stub", str(stub), "--api", "soap"], input="{}")
     assert wrong_api.exit_code == 2
+
+
+CLAUDE_REQUEST = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 32000,
+    "system": [{"type": "text", "text": "You are Claude Code."}],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "Count me, please."}]}],
+    "thinking": {"type": "adaptive"},
+}
+
+
+def test_a_claude_named_request_counts_as_a_server_with_the_same_flags(tmp_path: Path, tiny_dir: Path) -> None:
+    """A saved Claude Code request names ``claude-*``: the count is for the model given, with the knobs
+    that change it (``--model-id``, ``--thinking off``), and equals the server's count_tokens."""
+    from tinytitan.engine.backends.mlx import MlxBackend
+
+    request = tmp_path / "claude.json"
+    request.write_text(json.dumps(CLAUDE_REQUEST))
+    body = {**CLAUDE_REQUEST, "model": "tiny-x"}
+    del body["max_tokens"]
+    with live_server(MlxBackend(str(tiny_dir), model_id="tiny-x"), default_reasoning="off") as live:
+        served = httpx.post(live.url + "/v1/messages/count_tokens", json=body, timeout=60).json()["input_tokens"]
+    flags = ["--model", str(tiny_dir), "--model-id", "tiny-x", "--json"]
+    off = runner.invoke(app, ["count-tokens", str(request), *flags, "--thinking", "off"])
+    assert off.exit_code == 0, off.output
+    assert json.loads(off.output) == {"prompt_tokens": served, "api": "messages", "model": "tiny-x"}
+    on = runner.invoke(app, ["count-tokens", str(request), *flags])
+    assert on.exit_code == 0 and json.loads(on.output)["prompt_tokens"] != served  # the knob changes the count
+
+
+def test_stdin_survives_the_openblas_reexec(tiny_dir: Path) -> None:
+    """``count-tokens -`` with a real model: the CLI re-executes itself with OpenBLAS preloaded
+    before reading stdin (reading it first left the re-executed process an empty stdin)."""
+    from tinytitan.cpu_blas import OPT_OUT_ENV, REEXEC_ENV, find_openblas
+
+    if find_openblas() is None:
+        assert not os.environ.get("CI"), "CI installs libopenblas0-pthread"
+        pytest.skip("libopenblas0-pthread is not installed here: no re-exec to test")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", REEXEC_ENV, OPT_OUT_ENV)}
+    env["PYTHONPATH"] = str(ROOT)
+    body = json.dumps({"messages": [{"role": "user", "content": "Count me, please."}]})
+    args = [sys.executable, "-m", "tinytitan", "count-tokens", "-", "--model", str(tiny_dir), "--json"]
+    done = subprocess.run(args, input=body, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["prompt_tokens"] > 5

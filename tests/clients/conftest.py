@@ -78,7 +78,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(script: dict[str, Any], directory: Path) -> tuple[subprocess.Popen[bytes], StubServer]:
+def _start_server(script: dict[str, Any], directory: Path, *args: str) -> tuple[subprocess.Popen[bytes], StubServer]:
     script_path = directory / "script.json"
     script_path.write_text(json.dumps({"model": MODEL, **script}), encoding="utf-8")
     port = _free_port()
@@ -86,7 +86,7 @@ def _start_server(script: dict[str, Any], directory: Path) -> tuple[subprocess.P
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port)}
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tinytitan", "serve", "--stub", str(script_path)],
+            [sys.executable, "-m", "tinytitan", "serve", "--stub", str(script_path), *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=sink,
@@ -109,14 +109,15 @@ def _start_server(script: dict[str, Any], directory: Path) -> tuple[subprocess.P
 
 
 @pytest.fixture
-def stub(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], StubServer]]:
-    """``server = stub({"rules": [...]})`` — a ``tinytitan serve --stub`` process for this test."""
+def stub(tmp_path: Path) -> Iterator[Callable[..., StubServer]]:
+    """``server = stub({"rules": [...]}, "--keepalive", "0.5")`` — a ``tinytitan serve --stub`` process
+    (with extra ``serve`` flags) for this test."""
     procs: list[subprocess.Popen[bytes]] = []
     directory = tmp_path / "server"
     directory.mkdir()
 
-    def start(script: dict[str, Any]) -> StubServer:
-        proc, server = _start_server(script, directory)
+    def start(script: dict[str, Any], *args: str) -> StubServer:
+        proc, server = _start_server(script, directory, *args)
         procs.append(proc)
         return server
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, get, head, post
+from litestar import Controller, Request, Response, get, head, post
 from litestar.params import FromPath
 
 from tinytitan.api.deps import EngineDep
@@ -22,14 +22,18 @@ def _anthropic_model(model_id: str) -> dict[str, Any]:
     return {"type": "model", "id": model_id, "display_name": model_id, "created_at": "1970-01-01T00:00:00Z"}
 
 
+_HEALTH = b'{"status":"ok"}'
+
+
 @get("/health", sync_to_thread=False)
-def health() -> dict[str, str]:
-    return {"status": "ok"}
+def health() -> Response[bytes]:
+    return Response(_HEALTH, media_type="application/json")
 
 
 @head("/health", sync_to_thread=False)
-def health_head() -> None:
-    return None
+def health_head() -> Response[None]:
+    """The headers GET would send — ``content-length`` included — and no body (RFC 9110 §9.3.2)."""
+    return Response(None, media_type="application/json", headers={"content-length": str(len(_HEALTH))})
 
 
 class ModelsController(Controller):

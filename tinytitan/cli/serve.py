@@ -74,6 +74,13 @@ def serve(
         metavar="TAG,TAG",
         help="Tags whose <tag>…</tag> spans the -fast strip cuts (comma-separated).",
     ),
+    keepalive: float = typer.Option(
+        5.0,
+        "--keepalive",
+        envvar="TINYTITAN_KEEPALIVE",
+        metavar="SECONDS",
+        help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
+    ),
     dtype: Dtype = "auto",
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
@@ -98,6 +105,7 @@ def serve(
         strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
         prompt_cache_mib=prompt_cache_mib,
         dtype=dtype,
+        keepalive_seconds=keepalive,
     )
     try:
         settings.check()

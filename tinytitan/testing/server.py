@@ -7,7 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import uvicorn
@@ -15,6 +15,7 @@ import uvicorn
 from tinytitan.api.app import create_app
 from tinytitan.api.transport import uvicorn_options
 from tinytitan.engine.backends.base import Backend
+from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -51,7 +52,9 @@ def live_server(
     backend: Backend, *, settings: Settings | None = None, queue_limit: int = 4, default_reasoning: str | None = None
 ) -> Iterator[LiveServer]:
     settings = settings or Settings(queue_limit=queue_limit)
-    engine = Engine(backend, queue_limit=settings.queue_limit, default_reasoning=default_reasoning)
+    if default_reasoning is not None:
+        settings = replace(settings, reasoning=default_reasoning)
+    engine = build_engine(settings, backend)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -251,3 +251,23 @@ def test_no_refusal_is_a_server_error(live: LiveServer) -> None:
     for request_body in odd:
         r = httpx.post(live.v1 + "/chat/completions", json=request_body)
         assert r.status_code < 500, (request_body, r.text)
+
+
+def test_a_cap_above_the_context_is_clamped_not_refused(live: LiveServer) -> None:
+    """pi sends ``max_completion_tokens: 16384`` on every turn; a smaller window serves what it has (§4)."""
+    r = httpx.post(live.v1 + "/chat/completions", json=body(max_completion_tokens=16384), timeout=30)
+    assert r.status_code == 200, r.text
+    recorded = live.recorded[-1]
+    assert recorded["max_new"] == 4096 - r.json()["usage"]["prompt_tokens"]
+
+
+def test_an_assistant_refusal_part_is_text(live: LiveServer) -> None:
+    refusal = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}
+    r = httpx.post(live.v1 + "/chat/completions", json=body(messages=[USER, refusal, USER]), timeout=30)
+    assert r.status_code == 200, r.text
+    assert live.recorded[-1]["messages"][1] == {
+        "role": "assistant",
+        "content": "I can't help with that.",
+        "tool_calls": [],
+        "tool_call_id": None,
+    }

@@ -84,3 +84,24 @@ def test_compact_refusals(server: Any) -> None:
         },
     )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "compaction_payload_version"
+
+
+def test_the_fast_alias_keeps_the_servers_own_text(serve: Any) -> None:
+    """The ``-fast`` strip drops the client's system prompt — never the server's compaction instruction
+    (the pass would lose its ask) nor a compaction note sent back as input (the session's memory)."""
+    from tinytitan.engine.compaction import HANDOVER_INSTRUCTION
+
+    with serve(_script()) as server:
+        done = httpx.post(server.v1 + "/responses/compact", json={"model": MODEL + "-fast", "input": INPUT}, timeout=30)
+        assert done.status_code == 200, done.text
+        (compaction,) = [r for r in server.recorded if r["strip_cli"]]
+        assert compaction["system"] == HANDOVER_INSTRUCTION.strip()
+        assert compaction["tools"] == [] and "base prompt" not in compaction["system"]
+
+        item = done.json()["output"][-1]
+        follow = [*INPUT, item, {"type": "message", "role": "user", "content": "go on"}]
+        answered = httpx.post(server.v1 + "/responses", json={"model": MODEL + "-fast", "input": follow}, timeout=30)
+        assert answered.status_code == 200, answered.text
+        last = server.recorded[-1]
+        assert last["strip_cli"] and "sqlite over postgres" in last["system"]
+        assert "base prompt" not in last["system"]  # the client's own developer text is still stripped

@@ -149,3 +149,23 @@ def test_failure_mid_stream_over_http(server: Any) -> None:
     assert events[-1][0] == "response.failed"
     assert events[-1][1]["response"]["error"]["code"] == "internal_error"
     assert sum(1 for name, _ in events if name == "response.output_text.delta") == 3
+
+
+def test_echoed_function_tools_carry_every_required_field() -> None:
+    """The Responses schema requires description, parameters and strict on a function tool (null when unset)."""
+    wire = ResponsesRequest(
+        model=MODEL,
+        tools=[
+            {"type": "function", "name": "f"},
+            {"type": "function", "name": "g", "description": "G.", "strict": False, "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "h"}]},
+            {"type": "web_search"},
+        ],
+    )
+    tools = response_shell(wire, model=MODEL, sampling=Sampling(), store=False)["tools"]
+    assert tools[0] == {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None}
+    assert tools[1] == wire.tools[1]  # type: ignore[index]
+    assert tools[2]["tools"] == [
+        {"type": "function", "name": "h", "description": None, "parameters": None, "strict": None}
+    ]
+    assert tools[3] == {"type": "web_search"}

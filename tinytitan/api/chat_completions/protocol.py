@@ -24,6 +24,7 @@ __all__ = [
 class ChatContentPart(msgspec.Struct, omit_defaults=True):
     type: str
     text: str | None = None
+    refusal: str | None = None  # an assistant's refusal part: text like any other
 
 
 class ChatFunctionCall(msgspec.Struct, omit_defaults=True):

@@ -23,7 +23,7 @@ from tinytitan.engine.request import (
 )
 from tinytitan.engine.service import Completion
 
-from .protocol import ChatCompletionRequest, ChatMessage
+from .protocol import ChatCompletionRequest, ChatContentPart, ChatMessage
 
 __all__ = ["ChatStream", "completion_object", "finish_reason", "to_chat_request", "usage_object"]
 
@@ -31,10 +31,17 @@ _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 _TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
 
 
+def _part(part: ChatContentPart, where: str) -> Part:
+    """A content part; an assistant's ``refusal`` part is text like any other."""
+    if part.type == "refusal":
+        return Part("text", part.refusal, Source(where, {"text": "refusal"}))
+    return Part(part.type, part.text, Source(where))
+
+
 def _message(m: ChatMessage, i: int) -> Message:
     where = f"messages[{i}]"
     content = (
-        tuple(Part(p.type, p.text, Source(f"{where}.content[{j}]")) for j, p in enumerate(m.content))
+        tuple(_part(p, f"{where}.content[{j}]") for j, p in enumerate(m.content))
         if isinstance(m.content, list)
         else m.content
     )

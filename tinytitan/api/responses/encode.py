@@ -85,13 +85,26 @@ def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, st
             "verbosity": (text.verbosity if text and text.verbosity else "medium"),
         },
         "tool_choice": wire.tool_choice if wire.tool_choice is not None else "auto",
-        "tools": wire.tools or [],
+        "tools": [_echoed_tool(t) for t in wire.tools or ()],
         "top_logprobs": 0,
         "truncation": wire.truncation or "disabled",
         "usage": None,
         "user": wire.user,
         "metadata": wire.metadata or {},
     }
+
+
+def _echoed_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the response echoes it: as sent, with the fields the Responses schema requires of a
+    function tool (``description``, ``parameters``, ``strict``) present — ``null`` when unset."""
+    out = dict(tool)
+    if out.get("type", "function") == "function":
+        out["type"] = "function"
+        for key in ("description", "parameters", "strict"):
+            out.setdefault(key, None)
+    elif out.get("type") == "namespace" and isinstance(out.get("tools"), list):
+        out["tools"] = [_echoed_tool(t) if isinstance(t, dict) else t for t in out["tools"]]
+    return out
 
 
 class OutputBuilder:

@@ -28,6 +28,7 @@ _WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model", "stream"}
 _REPLY_KEYS = {
     "text",
     "reasoning",
+    "prefill_ms",
     "tool_calls",
     "raw",
     "finish_reason",
@@ -217,6 +218,8 @@ class StubBackend(Backend):
         tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
         size = max(1, int(reply.get("chunk_size", 1)))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
+        if cancel.wait(float(reply.get("prefill_ms", 0)) / 1000):  # a slow first token (a long prefill)
+            return
         fail_after = reply.get("fail_after_events")
         for n, start in enumerate(range(0, len(tokens), size)):
             if fail_after is not None and n >= int(fail_after):
