@@ -56,11 +56,12 @@ def _block(info: TensorInfo) -> tuple[int, int]:
 
 
 def _unsupported(info: TensorInfo) -> str:
-    extra = "" if _gguf_quants() is not None else "; `pip install gguf` adds the other llama.cpp types"
-    return (
-        f"GGUF quantization type {info.type_name} (tensor {info.name}) is not supported; "
-        f"supported: {', '.join(EXACT_TYPES)}, Q5_0, Q5_1, Q5_K, Q6_K, Q2_K, Q3_K and the IQ types{extra}"
-    )
+    exact = ", ".join(EXACT_TYPES)
+    if _gguf_quants() is None:
+        more = "; the `gguf` package (`pip install gguf`) adds Q5_0, Q5_1, Q5_K, Q6_K, Q2_K, Q3_K and the IQ types"
+    else:
+        more = " and the types llama.cpp's `gguf` package dequantizes"
+    return f"GGUF quantization type {info.type_name} (tensor {info.name}) is not supported; supported: {exact}{more}"
 
 
 def tensor_nbytes(info: TensorInfo) -> int:
