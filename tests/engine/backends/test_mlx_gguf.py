@@ -12,19 +12,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten, tree_map
 
-pytest.importorskip("gguf")
-
-import mlx.core as mx  # noqa: E402
-from mlx.utils import tree_flatten, tree_map  # noqa: E402
-
-from tinytitan.engine.backends.mlx.gguf import gguf_model_dir  # noqa: E402
-from tinytitan.engine.backends.mlx.gguf_file import read_gguf  # noqa: E402
-from tinytitan.engine.backends.mlx.gguf_quants import decode, q4_k_groups, tensor_nbytes  # noqa: E402
-from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, resolve_model  # noqa: E402
-from tinytitan.testing.gguf_files import write_gguf  # noqa: E402
+from tinytitan.engine.backends.mlx.gguf import gguf_model_dir
+from tinytitan.engine.backends.mlx.gguf_file import read_gguf
+from tinytitan.engine.backends.mlx.gguf_quants import decode, q4_k_groups, tensor_nbytes
+from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, resolve_model
+from tinytitan.testing.gguf_files import write_gguf
 
 BASE: dict[str, Any] = {
     "hidden_size": 64,
