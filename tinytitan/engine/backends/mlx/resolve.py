@@ -36,6 +36,7 @@ DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _ALLOW = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 _TRUE = {"1", "true", "yes", "on"}
+_STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
 
 
 class ModelUnavailable(Exception):
@@ -128,6 +129,16 @@ def _gguf_source(path: Path, model_id: str | None, note: str | None = None) -> M
     return ModelSource(converted, model_id or name, gguf=path.resolve(), note=note)
 
 
+def _from_store(name: str) -> Path:
+    """The file behind an id ``tinytitan models`` lists (ollama:…, lmstudio:…, embedded:…)."""
+    from tinytitan.engine.backends.mlx.gguf_stores import gguf_store_models
+
+    for row in gguf_store_models():
+        if row["id"] == name:
+            return Path(row["path"])
+    raise ModelUnavailable(f"model {name} is not in its store (`tinytitan models` lists what is there)")
+
+
 def _embedded_default(model_id: str | None, missing: ModelUnavailable) -> ModelSource:
     """The embedded SmolLM2 when the default hub model cannot be had; else the original error."""
     from tinytitan.engine.backends.mlx.embedded import EMBEDDED_NAME, INSTALL_HINT, embedded_gguf
@@ -148,6 +159,8 @@ def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource
     from tinytitan.engine.backends.mlx.gguf_file import is_gguf
 
     name = model or DEFAULT_MODEL
+    if name.startswith(_STORE_PREFIXES):
+        return _gguf_source(_from_store(name), model_id or name.split(":", 1)[1].split("/")[-1])
     local = Path(name).expanduser()
     if local.exists():
         if local.is_file() and is_gguf(local):
