@@ -70,3 +70,20 @@ def test_refusals_are_clean_errors(tmp_path: Path) -> None:
     assert broken.exit_code == 2 and "is not JSON" in broken.output
     wrong_api = runner.invoke(app, ["count-tokens", "--stub", str(stub), "--api", "soap"], input="{}")
     assert wrong_api.exit_code == 2
+
+
+def test_counts_with_a_gguf_file_as_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model FILE.gguf`` (here the embedded SmolLM2): the count the server reported for this request."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+
+    monkeypatch.setenv("TINYTITAN_OPENBLAS", "0")  # no re-exec inside the test process
+    gguf = embedded_gguf()
+    assert gguf is not None
+    request = tmp_path / "r.json"
+    question = "What is the capital of France? Answer in one sentence."
+    request.write_text(json.dumps({"messages": [{"role": "user", "content": question}]}))
+    result = runner.invoke(app, ["count-tokens", str(request), "--model", str(gguf), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    # ChatML with SmolLM2's default system line: 42 tokens, as `serve` reports usage.prompt_tokens
+    assert out == {"prompt_tokens": 42, "api": "chat", "model": "SmolLM2-135M-Instruct.Q4_1"}
