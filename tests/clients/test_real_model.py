@@ -1,19 +1,22 @@
-"""Each real client says hi to the embedded SmolLM2 (8,192-token context) served from its GGUF file."""
+"""Real clients against the embedded SmolLM2 (8,192-token context) served from its GGUF file (issue 12).
+
+pi (Chat Completions) says hi with the model's own words, in one request that ends by the model's
+end-of-turn. Claude Code and Codex are not run here: SmolLM2's template leaves tools out, so their
+prompts fit the context, and the model then writes until the context cap (minutes on this CPU).
+"""
 
 from __future__ import annotations
 
+import re
 
-def test_codex_say_hi(real_model, codex) -> None:  # type: ignore[no-untyped-def]
-    try:
-        run = codex.run(real_model, "say hi")
-        print(run.describe())
-    finally:
-        print(real_model.access_log()[-5000:])
+import pytest
 
 
-def test_claude_say_hi(real_model, claude) -> None:  # type: ignore[no-untyped-def]
-    try:
-        run = claude.run(real_model, "say hi")
-        print(run.describe())
-    finally:
-        print(real_model.access_log()[-5000:])
+@pytest.mark.timeout(700)
+def test_pi_says_hi_with_the_real_model(real_model, pi) -> None:  # type: ignore[no-untyped-def]
+    pi.ws.timeout = 600
+    run = pi.run(real_model, "say hi")
+    assert run.returncode == 0, run.describe()
+    assert re.search(r"\b(hi|hello|hey)\b", run.stdout, re.IGNORECASE), run.describe()
+    posts = [line for line in real_model.access_log().splitlines() if "POST /v1/chat/completions" in line]
+    assert len(posts) == 1 and posts[0].endswith("200 OK"), posts
