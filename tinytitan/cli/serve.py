@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.common import fail, fast_cpu, source_note
 from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
 
@@ -137,6 +137,8 @@ def run_server(settings: Settings) -> None:
         info = engine.info
     except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
         raise _fail(str(exc)) from None
+    if note := source_note(engine.backend):
+        typer.echo(f"TinyTitan: {note}", err=True)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     typer.echo(
         f"TinyTitan serving '{info.id}' at http://{shown_host}:{settings.port}/v1 "

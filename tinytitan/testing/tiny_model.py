@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tinytitan.paths import cache_root
+
 __all__ = [
     "QWEN3_SPECIAL_TOKENS",
     "SHAPES",
@@ -122,15 +124,6 @@ _GENERATION_CONFIG = {
 }
 
 _TEMPLATE = Path(__file__).with_name("chat_template.jinja")
-
-
-def cache_root() -> Path:
-    """Where built artefacts live: ``$TINYTITAN_CACHE_DIR`` or ``~/.cache/tinytitan``."""
-    env = os.environ.get("TINYTITAN_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tinytitan"
 
 
 def _version(dist: str) -> str:

