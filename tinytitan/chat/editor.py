@@ -17,9 +17,11 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
+from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import Output
 
-__all__ = ["Editor", "history_path", "is_open_block"]
+__all__ = ["Editor", "history_path", "is_open_block", "unwrap_block"]
 
 BLOCK = '"""'
 
@@ -46,6 +48,7 @@ def _bindings() -> KeyBindings:
     keys = KeyBindings()
 
     @keys.add("enter")
+    @keys.add("c-j")  # a bare line feed (what a script typing into the terminal may send)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         text = buffer.text
@@ -72,10 +75,14 @@ def _bindings() -> KeyBindings:
 
 
 class Editor:
-    def __init__(self, history: Path | None = None) -> None:
+    def __init__(
+        self, history: Path | None = None, *, input: Input | None = None, output: Output | None = None
+    ) -> None:
         path = history or history_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._session: PromptSession[str] = PromptSession(
+            input=input,
+            output=output,
             history=FileHistory(str(path)),
             key_bindings=_bindings(),
             multiline=True,  # Enter is bound above: it submits unless the line continues
