@@ -184,6 +184,7 @@ class PlainView:
 
     def __init__(self) -> None:
         self._text: list[str] = []
+        self._line_open = False  # answer text printed and its line not yet ended
 
     def __enter__(self) -> PlainView:
         return self
@@ -200,6 +201,7 @@ class PlainView:
 
     def text(self, text: str) -> None:
         self._text.append(text)
+        self._line_open = True
         sys.stdout.write(text)
         sys.stdout.flush()
 
@@ -207,7 +209,8 @@ class PlainView:
         sys.stderr.write(f"tool call: {name} {arguments}\n")
 
     def finish(self, response: dict[str, Any]) -> None:
-        if self._text:
+        if self._line_open:
+            self._line_open = False
             sys.stdout.write("\n")
             sys.stdout.flush()
 
