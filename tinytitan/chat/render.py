@@ -34,13 +34,15 @@ class TurnView(Protocol):
     def failed(self, message: str) -> None: ...
 
 
-def fold_thought(thought: str, width: int = 72) -> str:
-    """A thought as one line: its first words and its length."""
+def fold_thought(thought: str, width: int = 80) -> str:
+    """A thought as one line of at most ``width`` characters: its length and its first words."""
     words = thought.split()
+    prefix = f"thought ({len(words)} words): "
     head = " ".join(words)
-    if len(head) > width:
-        head = head[: width - 1].rstrip() + "…"
-    return f"thought ({len(words)} words): {head}"
+    room = max(8, width - len(prefix))
+    if len(head) > room:
+        head = head[: room - 1].rstrip() + "…"
+    return prefix + head
 
 
 def usage_line(response: dict[str, Any], seconds: float | None, first_token: float | None) -> str:
@@ -125,7 +127,7 @@ class RichView:
         thought = "".join(self._thought)
         if self._text:
             if thought:
-                parts.append(Text(fold_thought(thought, width - 4), style="dim"))
+                parts.append(Text(fold_thought(thought, width - 1), style="dim"))
                 rows -= 1
             parts.append(Text(_tail(self.answer, width, rows)))
         else:
@@ -154,7 +156,7 @@ class RichView:
     def _print_answer(self) -> None:
         thought = "".join(self._thought)
         if thought.strip():
-            self.console.print(Text(fold_thought(thought, self.console.width - 4), style="dim"))
+            self.console.print(Text(fold_thought(thought, self.console.width - 1), style="dim"))
         if self.answer.strip():
             self.console.print(Markdown(self.answer, code_theme=CODE_THEME))
         for name, arguments in self._calls:
