@@ -39,7 +39,9 @@ class BackgroundServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
         app = create_app(engine, self.settings)
-        config = uvicorn.Config(app, log_level=log_level, lifespan="on", **uvicorn_options(self.settings))
+        config = uvicorn.Config(
+            app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, **uvicorn_options(self.settings)
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="tinytitan-http", daemon=True)
 

@@ -159,6 +159,8 @@ def run_chat(options: ChatOptions) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
+    except KeyboardInterrupt:  # while connecting (an in-process server stops with its thread)
+        return 130
     code = 2
     try:
         model = options.model if options.url and options.model else (target.models or ["default"])[0]
