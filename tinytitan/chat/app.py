@@ -50,7 +50,6 @@ class ChatApp:
         self.console = Console(highlight=False) if interactive else Console(stderr=True, highlight=False)
         confirm = (self._confirm if interactive else _decline) if tools else None
         self.runner = TurnRunner(target.client, session, self._view, confirm, self._tool_output)
-        self.editor = None
 
     def say(self, text: str, style: str | None = None) -> None:
         self.console.print(Text(text, style=style or ""))
@@ -153,23 +152,23 @@ def run_chat(options: ChatOptions) -> int:
             reasoning=options.reasoning,
             max_context=options.max_context,
         )
-    except ServerDown as exc:
+    except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"tinytitan chat: {exc}\n")
-        return 2
-    except KeyboardInterrupt:  # while connecting (an in-process server stops with its thread)
+    except KeyboardInterrupt:  # while connecting
         return 130
     code = 2
     try:
         model = options.model if options.url and options.model else (target.models or ["default"])[0]
         if options.url and options.model and not target.client.accepts(options.model):
             sys.stderr.write(f"tinytitan chat: the server does not serve '{options.model}'\n")
-            return 2
+            return code
         session = Session(model, options.system, options.reasoning, options.max_tokens)
         app = ChatApp(target, session, interactive=interactive, tools=options.tools)
         code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
+        return code
+    except ServerDown as exc:
+        sys.stderr.write(f"tinytitan chat: {exc}\n")
         return code
     finally:
         _shut_down(target, code)

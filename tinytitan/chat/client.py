@@ -9,7 +9,7 @@ response, and the server cancels the generation when its client goes away. Every
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,7 +160,7 @@ class ChatClient:
     def compact(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self._request("POST", "/v1/responses/compact", json=body).json())
 
-    def stream(self, body: dict[str, Any]) -> Iterator[TurnEvent]:
+    def stream(self, body: dict[str, Any]) -> Generator[TurnEvent, None, None]:
         """Run one response, streaming; closing the iterator closes the connection (cancels it)."""
         request = self._http.build_request("POST", "/v1/responses", json={**body, "stream": True})
         try:

@@ -75,7 +75,7 @@ class TurnRunner:
         view = self.new_view()
         shown: list[str] = []
         calls: list[ToolCallItem] = []
-        with view:  # type: ignore[attr-defined]
+        with view:
             try:
                 with contextlib.closing(self.client.stream(self.session.body(self._tools()))) as events:
                     for event in events:
