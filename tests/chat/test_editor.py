@@ -46,6 +46,8 @@ def test_enter_sends_and_continuations_add_lines(tmp_path: Path, keys: PipeInput
     assert editor.read() == "a\nb"
     keys.send_text('"""\rfirst\rsecond\r"""\r')
     assert editor.read() == "first\nsecond"
+    keys.send_text("\x1b[200~pasted one\rpasted two\x1b[201~\r")  # a bracketed paste keeps its lines
+    assert editor.read() == "pasted one\npasted two"
 
 
 def test_ctrl_c_clears_a_line_and_interrupts_an_empty_one(tmp_path: Path, keys: PipeInput) -> None:
