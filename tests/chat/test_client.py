@@ -95,3 +95,13 @@ def test_a_server_that_is_not_there() -> None:
         client.models()
     with pytest.raises(ServerDown, match="cannot reach"):
         list(client.stream(_body("hi")))
+
+
+def test_a_first_token_later_than_two_keepalives() -> None:
+    from tinytitan.settings import Settings
+
+    slow = script({"reply": {"text": "late answer", "chunk_delay_ms": 300}})
+    with live_server(StubBackend(slow), settings=Settings(keepalive_seconds=0.05)) as live:
+        events = list(ChatClient(live.url).stream(_body("hi")))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "late answer"
+    assert isinstance(events[-1], Completed)

@@ -192,6 +192,8 @@ def _reason(exc: httpx.TransportError) -> str:
 
 
 def _event(data: str) -> TurnEvent | None:
+    if not data.strip():
+        return None  # an empty data field (some servers' keepalive): nothing to read
     try:
         event = json.loads(data)
     except ValueError:
