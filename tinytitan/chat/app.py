@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -20,6 +21,7 @@ from rich.text import Text
 from tinytitan.chat.client import ChatError, ServerDown
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
+from tinytitan.chat.interrupts import sigint_held
 from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import Session
 from tinytitan.chat.tools import TOOLS
@@ -39,6 +41,7 @@ class ChatOptions:
     max_tokens: int | None = None
     max_context: int | None = None
     tools: bool = False
+    before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
 
 
 class ChatApp:
@@ -97,28 +100,27 @@ class ChatApp:
 
         editor = Editor()
         self.banner()
-        leaving = False
+        leaving = False  # the last key was Ctrl-C on an empty line
         while True:
             try:
                 line = editor.read()
-            except KeyboardInterrupt:
-                if leaving:
+                leaving = False
+                if line.strip() and self._handle(line) == EXIT:
                     return 0
-                leaving = True
-                self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
-                continue
             except EOFError:
                 return 0
-            leaving = False
-            if not line.strip():
-                continue
-            try:
-                if self._handle(line) == EXIT:
-                    return 0
             except ServerDown:
                 pass  # shown as one red line; the server may come back
             except KeyboardInterrupt:
-                self.say("stopped", style="yellow")
+                # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
+                # reading yet (two quick presses): the second in a row leaves
+                if leaving:
+                    return 0
+                leaving = True
+                with sigint_held() as held:
+                    self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
+                if held.pressed:
+                    return 0
 
     def pipe_loop(self, stdin: TextIO) -> int:
         failed = False
@@ -151,6 +153,7 @@ def run_chat(options: ChatOptions) -> int:
             api_key=options.api_key,
             reasoning=options.reasoning,
             max_context=options.max_context,
+            before_model=options.before_model,
         )
     except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tinytitan.chat.client import ChatClient, ServerDown
@@ -50,17 +51,23 @@ def _remote(url: str, api_key: str | None, where: str) -> Target:
     return Target(client, where, models)
 
 
-def _in_process(model: str | None, stub: str | None, reasoning: str | None, max_context: int | None) -> Target:
+def _in_process(
+    model: str | None,
+    stub: str | None,
+    reasoning: str | None,
+    max_context: int | None,
+    before_model: Callable[[], None] | None = None,
+) -> Target:
     from tinytitan.api.background import BackgroundServer
-    from tinytitan.cli.serve import build_backend
-    from tinytitan.engine.service import Engine
+    from tinytitan.engine.backends.factory import build_engine
     from tinytitan.settings import Settings
 
+    if before_model is not None and not stub:
+        before_model()  # the CLI's fast-CPU re-exec: the process may start over here
     # the server's own logs would scribble over the chat; its errors reach the chat over HTTP
     logging.getLogger("tinytitan").setLevel(logging.CRITICAL)
-    settings = Settings(model=model, stub=stub, max_context=max_context, queue_limit=4)
-    backend = build_backend(settings)  # may re-exec the process once with OpenBLAS preloaded
-    engine = Engine(backend, queue_limit=settings.queue_limit, default_reasoning=reasoning)
+    settings = Settings(model=model, stub=stub, max_context=max_context, reasoning=reasoning, queue_limit=4)
+    engine = build_engine(settings)
     server = BackgroundServer(engine, settings, log_level="critical").start()
     info = engine.info
     kind = "scripted" if stub else "loaded here"
@@ -76,13 +83,15 @@ def connect(
     api_key: str | None = None,
     reasoning: str | None = None,
     max_context: int | None = None,
+    before_model: Callable[[], None] | None = None,
 ) -> Target:
     """The target the flags name. Raises ``ServerDown`` (``--url``) or ``ValueError`` / ``OSError``
-    (a model or script that cannot be loaded), each with a message for the user."""
+    (a model or script that cannot be loaded), each with a message for the user. ``before_model``
+    runs before a real model is built in-process (the CLI re-execs with OpenBLAS there)."""
     if url:
         return _remote(url, api_key, f"server at {url.rstrip('/')}")
     if model or stub:
-        return _in_process(model, stub, reasoning, max_context)
+        return _in_process(model, stub, reasoning, max_context, before_model)
     local = local_url()
     probe = ChatClient(local, api_key)
     try:
@@ -92,4 +101,4 @@ def connect(
         pass
     finally:
         probe.close()
-    return _in_process(os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context)
+    return _in_process(os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context, before_model)

@@ -12,9 +12,7 @@ turn is rolled back, so the history is as it was before the message.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,11 +25,12 @@ from tinytitan.chat.client import (
     ThoughtDelta,
     ToolCallItem,
 )
+from tinytitan.chat.interrupts import sigint_held
 from tinytitan.chat.render import TurnView
 from tinytitan.chat.session import Session, assistant_item, user_item
 from tinytitan.chat.tools import run_tool, tool_specs
 
-__all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner", "sigint_ignored"]
+__all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner"]
 
 MAX_TOOL_ROUNDS = 8
 Outcome = Literal["done", "stopped", "failed"]
@@ -88,12 +87,12 @@ class TurnRunner:
                             calls.append(event)
                             view.tool_call(event.name, event.arguments)
                         elif isinstance(event, Completed):
-                            with sigint_ignored():
+                            with sigint_held():
                                 self.session.items.extend(event.output)
                                 view.finish(event.response)
                             return "done", calls
             except KeyboardInterrupt:
-                with sigint_ignored():  # a second Ctrl-C must not leave the history half-kept
+                with sigint_held():  # a second Ctrl-C must not leave the history half-kept
                     self.client.reset()  # the interrupted connection is not reused
                     if shown:
                         self.session.items.append(assistant_item("".join(shown)))
@@ -124,19 +123,6 @@ class TurnRunner:
                 self.session.items.append(_output_item(call.call_id, "error: the user stopped this turn"))
             return False
         return self.confirm is not None
-
-
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ctrl-C does nothing inside this block (bookkeeping that must finish); main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _output_item(call_id: str, output: str) -> dict[str, Any]:
