@@ -1,39 +1,295 @@
-"""``tinytitan chat``: a terminal conversation over the engine, with history."""
+"""``tinytitan chat`` as a user runs it: in a real pseudo-terminal, and with a piped stdin.
+
+The terminal tests drive ``python -m tinytitan chat`` through pexpect against ``serve --stub`` in
+its own process (its ``/_stub/requests`` shows what the chat sent), and once against the tiny real
+model in-process (Ctrl-C mid-answer must not abort the process).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from typer.testing import CliRunner
+import httpx
+import pexpect
+import pytest
 
-from tinytitan.cli.app import app
+from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.testing.process import REPO_ROOT, ServerProcess, free_port, serve_stub_process
 from tinytitan.testing.scripts import script
+from tinytitan.testing.terminal import PROMPT, plain, spawn_chat
+
+SLOW = " ".join(f"w{i}" for i in range(400))  # 400 deltas, 150 ms apart: a minute unless stopped
+NOTE = "Handover: the user asked about apples."
+CODE_ANSWER = "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
+
+RULES: list[dict[str, Any]] = [
+    {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
+    {"when": {"user_contains": "slowly"}, "reply": {"text": SLOW, "chunk_delay_ms": 150}},
+    {"when": {"user_contains": "code"}, "reply": {"reasoning": "Code wanted.", "text": CODE_ANSWER}},
+    {"when": {"user_contains": "apples"}, "reply": {"text": "Apples are red."}},
+    {"reply": {"text": "hello from tinytitan"}},
+]
 
 
-def test_two_turns_with_reasoning(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with serve_stub_process(script(*RULES)) as proc:
+        yield proc
+
+
+def _requests(server: ServerProcess) -> list[dict[str, Any]]:
+    return list(httpx.get(server.url + "/_stub/requests", timeout=10).json())
+
+
+def _user_texts(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def _chat(server: ServerProcess, tmp_path: Path, *args: str) -> Any:
+    child = spawn_chat("--url", server.url, *args, data_home=tmp_path / "data", cwd=tmp_path)
+    child.expect_exact("TinyTitan chat")
+    child.expect_exact(PROMPT)
+    return child
+
+
+def _ask(child: Any, text: str) -> str:
+    """Send a message, wait for the answer's usage line and the next prompt; the answer's text."""
+    child.sendline(text)
+    child.expect(r"\d+ tokens · ")
+    answer = plain(child.before)
+    child.expect_exact(PROMPT)
+    return answer
+
+
+def _leave(child: Any) -> int:
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    return int(child.exitstatus)
+
+
+def test_two_turns_then_ctrl_d_exits_0(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    assert "hello from tinytitan" in _ask(child, "hi there")
+    assert "Apples are red." in _ask(child, "and apples?")
+    assert _leave(child) == 0
+    last = _requests(server)[-1]
+    assert _user_texts(last) == ["hi there", "and apples?"]
+    assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user"]
+    assert last["stream"] is True
+
+
+def test_ctrl_c_mid_answer_keeps_the_conversation(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    child.sendline("count slowly")
+    child.expect_exact("w3 ")  # the answer is streaming
+    child.sendintr()
+    child.expect_exact("stopped (the conversation is kept)")
+    child.expect_exact(PROMPT)
+    assert "Apples are red." in _ask(child, "now apples")
+    assert _leave(child) == 0
+    last = _requests(server)[-1]
+    assert _user_texts(last) == ["count slowly", "now apples"]
+    partial = last["messages"][1]
+    assert partial["role"] == "assistant" and partial["content"].startswith("w0 w1 w2 w3")
+    assert len(partial["content"]) < len(SLOW)  # stopped: the rest was never generated
+
+
+def test_clear_starts_a_new_conversation(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path, "--system", "be brief")
+    _ask(child, "first question")
+    child.sendline("/clear")
+    child.expect_exact("new conversation")
+    child.expect_exact(PROMPT)
+    _ask(child, "second question")
+    assert _leave(child) == 0
+    last = _requests(server)[-1]
+    assert _user_texts(last) == ["second question"] and last["system"] == "be brief"
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    child.send("half a thought")
+    child.sendintr()
+    _ask(child, "apples")
+    assert _user_texts(_requests(server)[-1]) == ["apples"]
+    child.sendintr()  # on an empty line: a hint, then a second one leaves
+    child.expect_exact("Ctrl-C again")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_save_then_compact_and_load(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    _ask(child, "tell me about apples")
+    child.sendline("/save session.json")
+    child.expect_exact("saved 2 items")
+    child.expect_exact(PROMPT)
+    assert _leave(child) == 0
+    saved = json.loads((tmp_path / "session.json").read_text())
+    assert saved["model"] == "stub-model" and saved["store"] is False
+    assert [i["type"] for i in saved["input"]] == ["message", "message"]
+
     stub = tmp_path / "stub.json"
-    stub.write_text(
-        json.dumps(
-            script(
-                {"when": {"user_contains": "again"}, "reply": {"text": "second answer"}},
-                {"reply": {"reasoning": "pondering", "text": "first answer"}},
-            )
-        )
+    stub.write_text(json.dumps(script(*RULES)))
+    compacted = subprocess.run(
+        [sys.executable, "-m", "tinytitan", "compact", str(tmp_path / "session.json"), "--stub", str(stub)],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    result = CliRunner().invoke(
-        app, ["chat", "--stub", str(stub), "--system", "be nice"], input="hello\n\nagain please\n/exit\n"
-    )
-    assert result.exit_code == 0, result.output
-    out = result.output
-    assert "pondering" in out and "first answer" in out and "second answer" in out
-    assert out.index("first answer") < out.index("second answer")
-    assert "[stop;" in out
+    assert compacted.returncode == 0, compacted.stderr
+    assert compacted.stdout.strip() == NOTE
+
+    child = _chat(server, tmp_path)
+    child.sendline("/load session.json")
+    child.expect_exact("loaded 2 items (1 turns)")
+    child.expect_exact(PROMPT)
+    child.sendline("/compact")
+    child.expect_exact("compacted 2 items into a note")
+    child.expect_exact(PROMPT)
+    _ask(child, "what next?")
+    assert _leave(child) == 0
+    last = _requests(server)[-1]
+    assert _user_texts(last) == ["what next?"] and NOTE in (last["system"] or "")
 
 
-def test_errors_are_shown_and_the_session_goes_on(tmp_path: Path) -> None:
+def test_history_recall_with_up_in_a_new_session(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    _ask(child, "remember this line")
+    assert _leave(child) == 0
+    assert "remember this line" in (tmp_path / "data" / "tinytitan" / "chat_history").read_text()
+
+    child = _chat(server, tmp_path)
+    child.send("\x1b[A")  # Up
+    child.expect_exact("remember this line")
+    child.send("\r")
+    child.expect(r"\d+ tokens · ")
+    child.expect_exact(PROMPT)
+    assert _leave(child) == 0
+    assert _user_texts(_requests(server)[-1]) == ["remember this line"]
+
+
+def test_multi_line_input_with_a_continuation(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    child.send("line one\\\r")
+    child.send("line two\r")
+    child.expect(r"\d+ tokens · ")
+    child.expect_exact(PROMPT)
+    assert _leave(child) == 0
+    assert _user_texts(_requests(server)[-1]) == ["line one\nline two"]
+
+
+def test_a_markdown_answer_is_rendered(server: ServerProcess, tmp_path: Path) -> None:
+    child = _chat(server, tmp_path)
+    answer = _ask(child, "write code")
+    final = answer.rsplit("thought (2 words): Code wanted.", 1)[1]  # after the live region was cleared
+    assert "def add(a, b):" in final and "```" not in final  # the fence is rendered, not shown
+    assert _leave(child) == 0
+
+
+def test_server_gone_is_one_red_line_and_the_session_goes_on(tmp_path: Path) -> None:
+    with serve_stub_process(script()) as proc:
+        child = _chat(proc, tmp_path)
+        proc.process.terminate()
+        proc.process.wait(timeout=10)
+        child.sendline("anyone there?")
+        child.expect_exact("error: cannot reach the server")
+        child.expect_exact(PROMPT)
+        child.sendline("/help")
+        child.expect_exact("/compact")
+        child.expect_exact(PROMPT)
+        assert _leave(child) == 0
+
+
+# -- pipe mode ----------------------------------------------------------------------------------
+
+
+def _pipe(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tinytitan", "chat", *args],
+        input=stdin,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_pipe_mode_prints_exactly_the_answers(server: ServerProcess) -> None:
+    result = _pipe("--url", server.url, stdin="hi\n\ntell me about apples\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello from tinytitan\nApples are red.\n"
+    last = _requests(server)[-1]
+    assert _user_texts(last) == ["hi", "tell me about apples"]
+
+
+def test_pipe_mode_with_a_server_down_is_one_line_and_exit_2() -> None:
+    result = _pipe("--url", f"http://127.0.0.1:{free_port()}", stdin="hi\n")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "cannot reach the server" in result.stderr
+
+
+def test_pipe_mode_error_is_a_line_and_the_session_goes_on(tmp_path: Path) -> None:
     stub = tmp_path / "stub.json"
     stub.write_text(json.dumps(script(context_window=64)))
-    result = CliRunner().invoke(app, ["chat", "--stub", str(stub)], input="word " * 100 + "\nhi\n")
-    assert result.exit_code == 0
-    assert "error:" in result.output and "hello from tinytitan" in result.output
+    result = _pipe("--stub", str(stub), stdin="word " * 100 + "\nhi\n")
+    assert result.returncode == 1
+    assert result.stdout == "hello from tinytitan\n"
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+# -- the tiny real model, in-process ------------------------------------------------------------
+
+
+def test_ctrl_c_with_a_real_model_in_process_keeps_the_session(tmp_path: Path) -> None:
+    from tinytitan.testing.tiny_model import tiny_model_dir
+
+    model = tiny_model_dir()
+    child = spawn_chat(
+        "--model", str(model), "--max-tokens", "4000", data_home=tmp_path / "data", cwd=tmp_path, timeout=180
+    )
+    child.expect_exact("in-process (loaded here)")
+    child.expect_exact(PROMPT)
+    child.sendline("tell me a long story")
+    child.expect_exact("waiting for the model")
+    _wait_for_streamed_text(child)
+    child.sendintr()
+    child.sendintr()  # an impatient second Ctrl-C must not abort either
+    child.expect_exact("stopped (the conversation is kept)")
+    child.expect_exact(PROMPT)
+    child.sendline("/save s1.json")  # the interrupted turn is in the history
+    child.expect_exact("saved 2 items")
+    child.expect_exact(PROMPT)
+    child.sendline("and then?")
+    child.expect_exact("waiting for the model")
+    _wait_for_streamed_text(child)
+    child.sendintr()
+    child.expect_exact(PROMPT)
+    child.sendline("/save s2.json")
+    child.expect_exact("saved 4 items")
+    child.expect_exact(PROMPT)
+    assert _leave(child) == 0
+    output = plain(child.before or "")
+    assert "terminate called" not in output and "Traceback" not in output
+    texts = [i["content"][0]["text"] for i in json.loads((tmp_path / "s2.json").read_text())["input"]]
+    assert texts[0] == "tell me a long story" and texts[2] == "and then?"
+    assert texts[1] and texts[3]  # the parts of the answers that were shown
+
+
+def _wait_for_streamed_text(child: Any, chars: int = 30) -> None:
+    """Wait until the live region shows model text (not only the spinner)."""
+    seen = ""
+    while len(seen.replace("waitingforthemodel", "")) < chars:
+        child.expect(r".+")
+        seen += "".join(c for c in plain(child.after) if c.isalnum())

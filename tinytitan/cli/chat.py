@@ -1,103 +1,60 @@
-"""``tinytitan chat``: talk to a model in the terminal, in-process, over the same engine path."""
+"""``tinytitan chat``: a terminal chat over a server's Responses API (``tinytitan.chat``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
-if TYPE_CHECKING:
-    from tinytitan.engine.request import Message
-    from tinytitan.engine.service import Engine
+from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.options import MaxContext, Reasoning, Stub, Thinking, reasoning_level
 
-__all__ = ["chat", "chat_turn"]
-
-
-async def chat_turn(engine: Engine, history: list[Message], *, max_tokens: int | None) -> str:
-    """Run one turn through the engine, printing reasoning (dim) and text as they arrive."""
-    from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall
-    from tinytitan.engine.request import ChatRequest
-
-    job = await engine.prepare(ChatRequest(model=engine.info.id, messages=tuple(history), max_tokens=max_tokens))
-    text: list[str] = []
-    thinking = False
-    async for event in job.events():
-        if isinstance(event, ReasoningDelta):
-            thinking = True
-            typer.secho(event.text, nl=False, dim=True)
-        elif isinstance(event, TextDelta):
-            if thinking:
-                typer.echo("\n")
-                thinking = False
-            text.append(event.text)
-            typer.echo(event.text, nl=False)
-        elif isinstance(event, ToolCall):
-            typer.secho(f"\n[tool call {event.name} {event.arguments}]", fg=typer.colors.YELLOW, nl=False)
-        elif isinstance(event, Finished):
-            u = event.usage
-            typer.secho(
-                f"\n[{event.reason}; {u.prompt_tokens} prompt ({u.cached_tokens} cached), "
-                f"{u.completion_tokens} generated]",
-                dim=True,
-            )
-    return "".join(text)
+__all__ = ["chat"]
 
 
 def chat(
+    url: str = typer.Option(
+        None,
+        "--url",
+        metavar="URL",
+        help="Talk to this server (default: the local one at 127.0.0.1:8096 if it answers, else load the model here).",
+    ),
+    # no TINYTITAN_MODEL here: with no flags the chat first looks for the local server (the variable
+    # names the model to load when there is none)
     model: str = typer.Option(
         None,
         "--model",
-        envvar="TINYTITAN_MODEL",
         metavar="DIR|FILE.gguf|ID",
-        help="A model directory, a GGUF file or a hub id, as for serve.",
+        help="Load this model in-process (a directory, GGUF file or hub id, as for serve); with --url, the served id.",
     ),
-    stub: str = typer.Option(None, "--stub", metavar="SCRIPT.json", help="Chat with a scripted backend."),
-    system: str = typer.Option(None, "--system", help="A system prompt."),
+    stub: Stub = None,
+    max_context: MaxContext = None,
+    reasoning: Reasoning = None,
+    thinking: Thinking = None,
+    api_key: str = typer.Option(
+        None, "--api-key", envvar="TINYTITAN_API_KEY", help="The server's API key (sent as a Bearer token)."
+    ),
+    system: str = typer.Option(None, "--system", help="A system prompt (/system changes it)."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Cap each answer (tokens)."),
-    reasoning: str = typer.Option(None, "--reasoning", metavar="LEVEL", help="Reasoning level, as for serve."),
+    tools: bool = typer.Option(
+        False, "--tools", help="Offer the model read_file and list_directory (asks before each run)."
+    ),
 ) -> None:
-    """Chat with a model in the terminal (no server needed). Ctrl-D or /exit ends it."""
-    import asyncio
-
-    from tinytitan.cli.common import source_note
-    from tinytitan.engine.backends.factory import build_backend
-    from tinytitan.engine.errors import TinyTitanError
-    from tinytitan.engine.reasoning import normalize_level
-    from tinytitan.engine.request import Message
-    from tinytitan.engine.service import Engine
-    from tinytitan.settings import Settings
+    """Chat with a model in the terminal. Piped stdin: one message per line, answers only."""
+    from tinytitan.chat.app import ChatOptions, run_chat
 
     try:
-        backend = build_backend(Settings(model=model, stub=stub))
-    except (OSError, ValueError) as exc:
-        typer.secho(f"tinytitan chat: {exc}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(2) from None
-    engine = Engine(backend, queue_limit=0, default_reasoning=normalize_level(reasoning))
-    history: list[Message] = [Message("system", system)] if system else []
-    if note := source_note(backend):
-        typer.secho(note, dim=True)
-    typer.secho(f"chatting with {engine.info.id}; /exit or Ctrl-D to leave", dim=True)
-
-    async def session() -> None:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "> ")
-            except EOFError:
-                return
-            if line.strip() in ("/exit", "/quit"):
-                return
-            if not line.strip():
-                continue
-            history.append(Message("user", line))
-            try:
-                answer = await chat_turn(engine, history, max_tokens=max_tokens)
-            except TinyTitanError as exc:
-                history.pop()
-                typer.secho(f"error: {exc.message}", fg=typer.colors.RED)
-                continue
-            history.append(Message("assistant", answer))
-
-    try:
-        asyncio.run(session())
-    finally:
-        engine.shutdown()
+        level = reasoning_level(reasoning, thinking)
+    except ValueError as exc:
+        raise fail("chat", str(exc)) from None
+    options = ChatOptions(
+        url=url,
+        model=model,
+        stub=stub,
+        api_key=api_key,
+        system=system,
+        reasoning=level,
+        max_tokens=max_tokens,
+        max_context=max_context,
+        tools=tools,
+        before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
+    )
+    raise typer.Exit(run_chat(options))

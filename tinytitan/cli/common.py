@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-__all__ = ["allow_reexec", "fail", "fast_cpu", "source_note"]
+__all__ = ["allow_reexec", "fail", "fast_cpu"]
 
 _reexec_allowed = False
 
@@ -32,8 +32,3 @@ def fast_cpu(uses_model: bool) -> None:
         from tinytitan.cpu_blas import ensure_openblas
 
         ensure_openblas()
-
-
-def source_note(backend: object) -> str | None:
-    """Why this model is served when that is not what was asked for (the embedded fallback), else None."""
-    return getattr(getattr(backend, "source", None), "note", None)

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from tinytitan.cli.common import fail, fast_cpu, source_note
+from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
 
@@ -137,7 +137,7 @@ def run_server(settings: Settings) -> None:
         info = engine.info
     except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
         raise _fail(str(exc)) from None
-    if note := source_note(engine.backend):
+    if note := engine.backend.note:
         typer.echo(f"TinyTitan: {note}", err=True)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     typer.echo(

@@ -60,7 +60,12 @@ class Engine:
         self.queue = AdmissionQueue(limit=queue_limit)
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinytitan-gen")
+        self._threads: list[threading.Thread] = []
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="tinytitan-gen",
+            initializer=lambda: self._threads.append(threading.current_thread()),
+        )
 
     # -- model facts ----------------------------------------------------------------------------
     @property
@@ -127,6 +132,18 @@ class Engine:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """After ``shutdown``: wait for the generation thread to finish; True when it has.
+
+        A process must not finalize while this thread runs inside MLX: CPython ends such a thread
+        with a forced unwind when it next takes the GIL, and unwinding through MLX's C++ frames
+        aborts the process ("terminate called without an active exception"). Jobs are cancelled
+        within a token (or a prefill chunk); only a model load cannot be interrupted.
+        """
+        for thread in list(self._threads):
+            thread.join(timeout)
+        return not any(t.is_alive() for t in self._threads)
 
     def run_worker(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-import uvicorn
-
-from tinytitan.api.app import create_app
-from tinytitan.api.transport import uvicorn_options
+from tinytitan.api.background import BackgroundServer
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.service import Engine
@@ -55,28 +50,8 @@ def live_server(
     if default_reasoning is not None:
         settings = replace(settings, reasoning=default_reasoning)
     engine = build_engine(settings, backend)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = create_app(engine, settings)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", **uvicorn_options(settings))
-    server = uvicorn.Server(config)
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def run() -> None:
-        loops.append(asyncio.get_running_loop())
-        await server.serve(sockets=[sock])
-
-    thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the test server failed to start")
-        threading.Event().wait(0.01)
+    server = BackgroundServer(engine, settings).start()
     try:
-        yield LiveServer(f"http://127.0.0.1:{port}", port, engine, loops[0])
+        yield LiveServer(server.url, server.port, engine, server.loop)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        server.stop()

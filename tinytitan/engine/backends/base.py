@@ -69,6 +69,11 @@ class Backend(ABC):
         """The served model's facts; must not load weights."""
 
     @property
+    def note(self) -> str | None:
+        """Why this model is served when it is not what was asked for (the embedded fallback), else None."""
+        return None
+
+    @property
     def loaded(self) -> bool:
         return True
 

@@ -95,6 +95,10 @@ class MlxBackend(Backend):
         return self._info
 
     @property
+    def note(self) -> str | None:
+        return self.source.note
+
+    @property
     def loaded(self) -> bool:
         return self._model is not None
 

@@ -1,0 +1,193 @@
+"""The chat loop: a terminal conversation, or one message per stdin line when stdin is a pipe.
+
+``run_chat`` connects (``tinytitan.chat.connect``), runs the interactive loop or the pipe loop, and
+shuts an in-process server down before the process exits. Exit status: 0, 1 when a piped message
+failed, 2 when the server cannot be reached (or the model cannot be loaded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from tinytitan.chat.client import ChatError, ServerDown
+from tinytitan.chat.commands import EXIT, is_command, run_command
+from tinytitan.chat.connect import Target, connect
+from tinytitan.chat.interrupts import sigint_held
+from tinytitan.chat.render import PlainView, RichView, TurnView
+from tinytitan.chat.session import Session
+from tinytitan.chat.tools import TOOLS
+from tinytitan.chat.turn import TurnRunner
+
+__all__ = ["ChatApp", "ChatOptions", "run_chat"]
+
+
+@dataclass
+class ChatOptions:
+    url: str | None = None
+    model: str | None = None
+    stub: str | None = None
+    api_key: str | None = None
+    system: str | None = None
+    reasoning: str | None = None
+    max_tokens: int | None = None
+    max_context: int | None = None
+    tools: bool = False
+    before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
+
+
+class ChatApp:
+    def __init__(self, target: Target, session: Session, *, interactive: bool, tools: bool) -> None:
+        self.target = target
+        self.session = session
+        self.interactive = interactive
+        # pipe mode: stdout carries only the answers; everything else goes to stderr
+        self.console = Console(highlight=False) if interactive else Console(stderr=True, highlight=False)
+        confirm = (self._confirm if interactive else _decline) if tools else None
+        self.runner = TurnRunner(target.client, session, self._view, confirm, self._tool_output)
+
+    def say(self, text: str, style: str | None = None) -> None:
+        self.console.print(Text(text, style=style or ""))
+
+    def error(self, message: str) -> None:
+        self.console.print(Text(f"error: {message}", style="red"))
+
+    def _view(self) -> TurnView:
+        return RichView(self.console) if self.interactive else PlainView()
+
+    def _confirm(self, name: str, arguments: str) -> bool:
+        from prompt_toolkit import prompt
+
+        answer = prompt(f"run {name} {arguments}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    def _tool_output(self, output: str) -> None:
+        if self.interactive:
+            first = output.splitlines()[0] if output else ""
+            self.say(f"→ {len(output):,} characters: {first[:60]}", style="dim")
+
+    def banner(self) -> None:
+        self.say(f"TinyTitan chat · {self.session.model} · {self.target.where}", style="bold")
+        tools = f" · tools: {', '.join(TOOLS)} (asks before each run)" if self.runner.confirm else ""
+        self.say(f"/help for commands · Ctrl-C stops an answer · Ctrl-D leaves{tools}", style="dim")
+
+    def _handle(self, line: str) -> str | None:
+        """One line from the user; returns ``EXIT`` to leave. ``ServerDown`` propagates."""
+        if is_command(line):
+            try:
+                return run_command(self, line)
+            except ServerDown:
+                raise
+            except ChatError as exc:
+                self.error(str(exc))
+            except KeyboardInterrupt:
+                self.target.client.reset()
+                self.say("stopped", style="yellow")
+            return None
+        outcome = self.runner.run(line)
+        return "failed" if outcome == "failed" else None
+
+    def interactive_loop(self) -> int:
+        from tinytitan.chat.editor import Editor
+
+        editor = Editor()
+        self.banner()
+        leaving = False  # the last key was Ctrl-C on an empty line
+        while True:
+            try:
+                line = editor.read()
+                leaving = False
+                if line.strip() and self._handle(line) == EXIT:
+                    return 0
+            except EOFError:
+                return 0
+            except ServerDown:
+                pass  # shown as one red line; the server may come back
+            except KeyboardInterrupt:
+                # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
+                # reading yet (two quick presses): the second in a row leaves
+                if leaving:
+                    return 0
+                leaving = True
+                with sigint_held() as held:
+                    self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
+                if held.pressed:
+                    return 0
+
+    def pipe_loop(self, stdin: TextIO) -> int:
+        failed = False
+        for raw in stdin:
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            try:
+                result = self._handle(line)
+            except ServerDown:
+                return 2
+            if result == EXIT:
+                break
+            failed = failed or result == "failed"
+        return 1 if failed else 0
+
+
+def _decline(_name: str, _arguments: str) -> bool:
+    sys.stderr.write("a tool call needs a yes from a terminal; declined (stdin is not one)\n")
+    return False
+
+
+def run_chat(options: ChatOptions) -> int:
+    interactive = sys.stdin.isatty()
+    try:
+        target = connect(
+            url=options.url,
+            model=None if options.url else options.model,
+            stub=options.stub,
+            api_key=options.api_key,
+            reasoning=options.reasoning,
+            max_context=options.max_context,
+            before_model=options.before_model,
+        )
+    except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
+        sys.stderr.write(f"tinytitan chat: {exc}\n")
+        return 2
+    except KeyboardInterrupt:  # while connecting
+        return 130
+    code = 2
+    try:
+        model = options.model if options.url and options.model else (target.models or ["default"])[0]
+        if options.url and options.model and not target.client.accepts(options.model):
+            sys.stderr.write(f"tinytitan chat: the server does not serve '{options.model}'\n")
+            return code
+        session = Session(model, options.system, options.reasoning, options.max_tokens)
+        app = ChatApp(target, session, interactive=interactive, tools=options.tools)
+        code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
+        return code
+    except ServerDown as exc:
+        sys.stderr.write(f"tinytitan chat: {exc}\n")
+        return code
+    finally:
+        _shut_down(target, code)
+
+
+def _shut_down(target: Target, code: int) -> None:
+    """Stop the in-process server and its generation thread before the interpreter finalizes.
+
+    A second Ctrl-C here must not interrupt the wait (that is what used to abort the process); if
+    the generation thread is still busy when the wait ends (a model load cannot be interrupted),
+    leave without finalizing at all.
+    """
+    with contextlib.suppress(ValueError):  # not the main thread (tests): no signal handling
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopped = target.close()
+    if not stopped:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

@@ -1,0 +1,215 @@
+"""The chat's HTTP side: a Responses API client over httpx, streaming, as any other client would be.
+
+``ChatClient.stream(body)`` posts to ``/v1/responses`` with ``stream: true`` and yields typed
+events parsed from the SSE stream. Closing that generator (Ctrl-C in the UI) closes the HTTP
+response, and the server cancels the generation when its client goes away. Every failure is a
+``ChatError`` carrying one line for the user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "ChatClient",
+    "ChatError",
+    "Completed",
+    "ServerDown",
+    "TextDelta",
+    "ThoughtDelta",
+    "ToolCallItem",
+    "TurnEvent",
+]
+
+
+class ChatError(Exception):
+    """A turn or command that failed; ``str()`` is the one line the user sees."""
+
+
+class ServerDown(ChatError):
+    """The server could not be reached at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallItem:
+    item: dict[str, Any]  # the function_call output item as the server sent it
+
+    @property
+    def name(self) -> str:
+        return str(self.item.get("name", ""))
+
+    @property
+    def arguments(self) -> str:
+        return str(self.item.get("arguments", ""))
+
+    @property
+    def call_id(self) -> str:
+        return str(self.item.get("call_id", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    response: dict[str, Any]  # the final response object (status completed or incomplete)
+
+    @property
+    def output(self) -> list[dict[str, Any]]:
+        return list(self.response.get("output") or [])
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return dict(self.response.get("usage") or {})
+
+
+TurnEvent = ThoughtDelta | TextDelta | ToolCallItem | Completed
+
+
+def _error_line(response: httpx.Response) -> str:
+    """The server's own message from an error envelope (OpenAI shape), else the status."""
+    try:
+        body = json.loads(response.read() or b"{}")
+    except ValueError:
+        body = {}
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        param = f" ({error['param']})" if error.get("param") else ""
+        return f"{error['message']}{param}"
+    return f"the server answered {response.status_code} {response.reason_phrase}"
+
+
+def _sse_data(lines: Iterator[str]) -> Iterator[str]:
+    """The ``data`` of each SSE event (comments such as ``: ping`` and ``event:`` names skipped)."""
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield "\n".join(data)
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+@dataclass
+class ChatClient:
+    """One server: its base URL (no ``/v1``), an optional API key, and a connection pool."""
+
+    url: str
+    api_key: str | None = None
+    _http: httpx.Client = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/").removesuffix("/v1")
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        # no read timeout: a long prefill on a laptop CPU is silent for minutes (keepalives aside)
+        timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def reset(self) -> None:
+        """Drop every pooled connection (after an interrupted stream) and start afresh."""
+        self._http.close()
+        self.__post_init__()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServerDown(f"cannot reach the server at {self.url}: {_reason(exc)}") from None
+        if response.status_code >= 400:
+            raise ChatError(_error_line(response))
+        return response
+
+    def health(self, timeout: float = 2.0) -> bool:
+        try:
+            return self._http.get("/health", timeout=timeout).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def models(self) -> list[str]:
+        data = self._request("GET", "/v1/models").json().get("data") or []
+        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+
+    def accepts(self, model: str) -> bool:
+        """Whether the server takes this name (any id it would serve, listed or not)."""
+        try:
+            self._request("GET", f"/v1/models/{model}")
+        except ServerDown:
+            raise
+        except ChatError:
+            return False
+        return True
+
+    def compact(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._request("POST", "/v1/responses/compact", json=body).json())
+
+    def stream(self, body: dict[str, Any]) -> Generator[TurnEvent, None, None]:
+        """Run one response, streaming; closing the iterator closes the connection (cancels it)."""
+        request = self._http.build_request("POST", "/v1/responses", json={**body, "stream": True})
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise ServerDown(f"cannot reach the server at {self.url}: {_reason(exc)}") from None
+        try:
+            if response.status_code >= 400:
+                raise ChatError(_error_line(response))
+            finished = False
+            try:
+                for data in _sse_data(response.iter_lines()):
+                    event = _event(data)
+                    if event is not None:
+                        finished = finished or isinstance(event, Completed)
+                        yield event
+            except httpx.TransportError as exc:
+                raise ServerDown(f"the server at {self.url} went away: {_reason(exc)}") from None
+            if not finished:
+                raise ServerDown(f"the server at {self.url} ended the answer early")
+        finally:
+            response.close()
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused"
+    return str(exc) or type(exc).__name__
+
+
+def _event(data: str) -> TurnEvent | None:
+    if not data.strip():
+        return None  # an empty data field (some servers' keepalive): nothing to read
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise ChatError(f"the server sent an unreadable event: {data[:80]!r}") from None
+    kind = event.get("type") if isinstance(event, dict) else None
+    if kind == "response.output_text.delta":
+        return TextDelta(str(event.get("delta", "")))
+    if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+        return ThoughtDelta(str(event.get("delta", "")))
+    if kind == "response.output_item.done" and (event.get("item") or {}).get("type") == "function_call":
+        return ToolCallItem(dict(event["item"]))
+    if kind in ("response.completed", "response.incomplete"):
+        return Completed(dict(event.get("response") or {}))
+    if kind == "response.failed":
+        error = (event.get("response") or {}).get("error") or {}
+        raise ChatError(str(error.get("message") or "the generation failed"))
+    if kind == "error":
+        raise ChatError(str(event.get("message") or (event.get("error") or {}).get("message") or "error"))
+    return None

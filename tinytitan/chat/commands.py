@@ -1,0 +1,169 @@
+"""Slash commands: ``/help``, ``/clear``, ``/system``, ``/reasoning``, ``/save``, ``/load``,
+``/compact``, ``/model``, ``/exit``. Each takes the chat and the rest of the line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tinytitan.chat.client import ChatError
+from tinytitan.chat.session import SessionFileError
+
+if TYPE_CHECKING:
+    from tinytitan.chat.app import ChatApp
+
+__all__ = ["COMMANDS", "EXIT", "HELP", "is_command", "run_command"]
+
+EXIT = "exit"
+_NAME = re.compile(r"^/[a-z]+$")
+
+HELP = """\
+/help               this list
+/clear              start a new conversation (the system prompt stays)
+/system [TEXT]      show or set the system prompt (/system - removes it)
+/reasoning [LEVEL]  show or set the reasoning level (off, on, minimal, low, medium, high, xhigh, max, default)
+/save FILE          save the conversation (a Responses request: `tinytitan compact FILE` reads it)
+/load FILE          continue a saved conversation
+/compact            replace the conversation by the server's compaction note
+/model [ID]         list the served models, or switch to one
+/exit               leave (also /quit, /bye, Ctrl-D)
+
+Enter sends; a line ending in \\ or Alt-Enter continues; \"\"\" … \"\"\" wraps a block; pastes keep their lines.
+Ctrl-C stops an answer (the conversation is kept) or clears the line; on an empty line, twice, leaves."""
+
+
+def is_command(line: str) -> bool:
+    """A line the chat handles itself: ``/word …`` (a path such as ``/etc/hosts`` is a message)."""
+    first = line.split(maxsplit=1)[0] if line.strip() else ""
+    return bool(_NAME.match(first))
+
+
+def _help(chat: ChatApp, _arg: str) -> None:
+    chat.say(HELP)
+
+
+def _clear(chat: ChatApp, _arg: str) -> None:
+    chat.session.items.clear()
+    chat.say("new conversation", style="dim")
+
+
+def _system(chat: ChatApp, arg: str) -> None:
+    if not arg:
+        chat.say(f"system prompt: {chat.session.instructions}" if chat.session.instructions else "no system prompt")
+    elif arg == "-":
+        chat.session.instructions = None
+        chat.say("system prompt removed", style="dim")
+    else:
+        chat.session.instructions = arg
+        chat.say("system prompt set", style="dim")
+
+
+def _reasoning(chat: ChatApp, arg: str) -> None:
+    from tinytitan.engine.reasoning import LADDER, normalize_level
+
+    levels = chat.target.reasoning_levels
+    offered = ", ".join(levels) if levels is not None else ", ".join(LADDER)
+    if not arg:
+        current = chat.session.reasoning or "the server's default"
+        where = "this model renders" if levels is not None else "levels (the server applies the nearest it renders)"
+        chat.say(f"reasoning: {current}; {where}: {offered or 'none (no switch)'}")
+        return
+    if arg.lower() == "default":
+        chat.session.reasoning = None
+        chat.say("reasoning: the server's default", style="dim")
+        return
+    level = normalize_level(arg)
+    if level is None:
+        raise ChatError(f"unknown reasoning level '{arg}'; one of {offered}, or default")
+    chat.session.reasoning = level
+    note = ""
+    if levels is not None and level not in levels and level != "off":
+        note = f" (this model renders {offered}; the nearest is applied)"
+    chat.say(f"reasoning: {level}{note}", style="dim")
+
+
+def _path(arg: str, command: str) -> Path:
+    if not arg:
+        raise ChatError(f"{command} needs a file name")
+    return Path(arg).expanduser()
+
+
+def _save(chat: ChatApp, arg: str) -> None:
+    path = _path(arg, "/save")
+    try:
+        chat.session.save(path)
+    except OSError as exc:
+        raise ChatError(f"cannot write {path}: {exc.strerror or exc}") from None
+    chat.say(f"saved {len(chat.session.items)} items to {path}", style="dim")
+
+
+def _load(chat: ChatApp, arg: str) -> None:
+    path = _path(arg, "/load")
+    try:
+        model = chat.session.load(path)
+    except SessionFileError as exc:
+        raise ChatError(str(exc)) from None
+    note = ""
+    if model and model != chat.session.model:
+        if chat.target.client.accepts(model):
+            chat.session.model = model
+        else:
+            note = f"; it was saved with {model}, which this server does not serve: kept {chat.session.model}"
+    chat.say(f"loaded {len(chat.session.items)} items ({chat.session.turns()} turns) from {path}{note}", style="dim")
+
+
+def _compact(chat: ChatApp, _arg: str) -> None:
+    if not chat.session.items:
+        chat.say("nothing to compact yet", style="dim")
+        return
+    before = len(chat.session.items)
+    chat.say("compacting…", style="dim")
+    result = chat.target.client.compact({"model": chat.session.model, "input": chat.session.items})
+    output = [i for i in result.get("output") or [] if isinstance(i, dict)]
+    if not any(i.get("type") == "compaction" for i in output):
+        raise ChatError("the server's compaction answer holds no compaction item")
+    chat.session.items[:] = output
+    usage = result.get("usage") or {}
+    chat.say(
+        f"compacted {before} items into a note ({usage.get('output_tokens', '?')} tokens written, "
+        f"{usage.get('input_tokens', '?')} read)",
+        style="dim",
+    )
+
+
+def _model(chat: ChatApp, arg: str) -> None:
+    models = chat.target.client.models()
+    if not arg:
+        for m in models:
+            chat.say(("* " if m == chat.session.model else "  ") + m)
+        return
+    if arg not in models and not chat.target.client.accepts(arg):
+        raise ChatError(f"the server does not serve '{arg}'; /model lists what it does")
+    chat.session.model = arg
+    chat.say(f"model: {arg}", style="dim")
+
+
+COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
+    "/help": _help,
+    "/clear": _clear,
+    "/system": _system,
+    "/reasoning": _reasoning,
+    "/save": _save,
+    "/load": _load,
+    "/compact": _compact,
+    "/model": _model,
+}
+
+
+def run_command(chat: ChatApp, line: str) -> str | None:
+    """Run one command; returns ``EXIT`` to leave. Raises ``ChatError`` for the user to see."""
+    name, _, arg = line.strip().partition(" ")
+    if name in ("/exit", "/quit", "/bye"):
+        return EXIT
+    handler = COMMANDS.get(name)
+    if handler is None:
+        raise ChatError(f"unknown command {name}; /help lists them")
+    handler(chat, arg.strip())
+    return None

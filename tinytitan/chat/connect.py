@@ -1,0 +1,106 @@
+"""Which server the chat talks to: ``--url``, the local one if it answers, or one started in-process.
+
+Every way ends in a URL the chat speaks HTTP to. In-process (``--model`` / ``--stub``, or no local
+server running) builds the backend exactly as ``serve`` does and serves the same ASGI app on an
+ephemeral loopback port from a background thread (``BackgroundServer``), so the chat has one code
+path whichever it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tinytitan.chat.client import ChatClient, ServerDown
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
+
+__all__ = ["Target", "connect", "local_url"]
+
+log = logging.getLogger("tinytitan.chat")
+
+
+def local_url() -> str:
+    port = os.environ.get("TINYTITAN_PORT") or str(DEFAULT_PORT)
+    return f"http://{DEFAULT_HOST}:{port}"
+
+
+@dataclass
+class Target:
+    client: ChatClient
+    where: str  # for the banner: "server at URL" or "in-process (…)"
+    models: list[str]
+    reasoning_levels: tuple[str, ...] | None = None  # known only in-process (the server does not publish them)
+    server: object | None = field(default=None, repr=False)  # the BackgroundServer, in-process
+
+    def close(self) -> bool:
+        """Close the client and stop an in-process server; False when its generation thread outlived the wait."""
+        self.client.close()
+        stop = getattr(self.server, "stop", None)
+        return bool(stop()) if stop is not None else True
+
+
+def _remote(url: str, api_key: str | None, where: str) -> Target:
+    client = ChatClient(url, api_key)
+    try:
+        models = client.models()
+    except ServerDown:
+        client.close()
+        raise
+    return Target(client, where, models)
+
+
+def _in_process(
+    model: str | None,
+    stub: str | None,
+    reasoning: str | None,
+    max_context: int | None,
+    before_model: Callable[[], None] | None = None,
+) -> Target:
+    from tinytitan.api.background import BackgroundServer
+    from tinytitan.engine.backends.factory import build_engine
+    from tinytitan.settings import Settings
+
+    if before_model is not None and not stub:
+        before_model()  # the CLI's fast-CPU re-exec: the process may start over here
+    # the server's own logs would scribble over the chat; its errors reach the chat over HTTP
+    logging.getLogger("tinytitan").setLevel(logging.CRITICAL)
+    settings = Settings(model=model, stub=stub, max_context=max_context, reasoning=reasoning, queue_limit=4)
+    engine = build_engine(settings)
+    server = BackgroundServer(engine, settings, log_level="critical").start()
+    info = engine.info
+    kind = "scripted" if stub else "loaded here"
+    if engine.backend.note:  # the embedded fallback says which model and why
+        kind += f"; {engine.backend.note}"
+    client = ChatClient(server.url)
+    return Target(client, f"in-process ({kind})", [info.id], info.reasoning_levels, server)
+
+
+def connect(
+    *,
+    url: str | None,
+    model: str | None,
+    stub: str | None,
+    api_key: str | None = None,
+    reasoning: str | None = None,
+    max_context: int | None = None,
+    before_model: Callable[[], None] | None = None,
+) -> Target:
+    """The target the flags name. Raises ``ServerDown`` (``--url``) or ``ValueError`` / ``OSError``
+    (a model or script that cannot be loaded), each with a message for the user. ``before_model``
+    runs before a real model is built in-process (the CLI re-execs with OpenBLAS there)."""
+    if url:
+        return _remote(url, api_key, f"server at {url.rstrip('/')}")
+    if model or stub:
+        return _in_process(model, stub, reasoning, max_context, before_model)
+    local = local_url()
+    probe = ChatClient(local, api_key)
+    try:
+        if probe.health(timeout=1.0):
+            return _remote(local, api_key, f"server at {local}")
+    except ServerDown:
+        pass
+    finally:
+        probe.close()
+    return _in_process(os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context, before_model)

@@ -1,0 +1,129 @@
+"""One user message through the server: stream the answer, run the tools it asks for, keep the history.
+
+``run_turn`` appends the user's message, streams the response into a view, appends the output
+items the server returned, and — when the model called the chat's tools — asks, runs them,
+appends their outputs and sends the conversation again (up to ``MAX_TOOL_ROUNDS``).
+
+Ctrl-C while an answer streams closes the HTTP stream (the server cancels the generation) and
+keeps the conversation: the message stays, with the part of the answer that was shown. A failed
+turn is rolled back, so the history is as it was before the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tinytitan.chat.client import (
+    ChatClient,
+    ChatError,
+    Completed,
+    ServerDown,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallItem,
+)
+from tinytitan.chat.interrupts import sigint_held
+from tinytitan.chat.render import TurnView
+from tinytitan.chat.session import Session, assistant_item, user_item
+from tinytitan.chat.tools import run_tool, tool_specs
+
+__all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner"]
+
+MAX_TOOL_ROUNDS = 8
+Outcome = Literal["done", "stopped", "failed"]
+Confirm = Callable[[str, str], bool]  # (tool name, arguments) → run it?
+
+DECLINED = "error: the user declined to run this tool call"
+NO_TOOLS = "error: no tools are enabled in this chat"
+
+
+@dataclass
+class TurnRunner:
+    client: ChatClient
+    session: Session
+    new_view: Callable[[], TurnView]
+    confirm: Confirm | None = None  # None: tools are off (not offered)
+    on_tool_output: Callable[[str], None] = field(default=lambda _out: None)
+
+    def _tools(self) -> list[dict[str, Any]] | None:
+        return tool_specs() if self.confirm is not None else None
+
+    def run(self, text: str) -> Outcome:
+        """The view has shown any error; ``ServerDown`` is raised too (after the rollback), so a script can stop."""
+        mark = len(self.session.items)
+        self.session.items.append(user_item(text))
+        try:
+            for _round in range(MAX_TOOL_ROUNDS + 1):
+                outcome, calls = self._one_response()
+                if outcome != "done" or not calls:
+                    return outcome
+                if not self._run_calls(calls):
+                    return "stopped"
+            return "done"
+        except ServerDown:
+            del self.session.items[mark:]
+            raise
+        except ChatError:
+            del self.session.items[mark:]
+            return "failed"
+
+    def _one_response(self) -> tuple[Outcome, list[ToolCallItem]]:
+        view = self.new_view()
+        shown: list[str] = []
+        calls: list[ToolCallItem] = []
+        with view:
+            try:
+                with contextlib.closing(self.client.stream(self.session.body(self._tools()))) as events:
+                    for event in events:
+                        if isinstance(event, TextDelta):
+                            shown.append(event.text)
+                            view.text(event.text)
+                        elif isinstance(event, ThoughtDelta):
+                            view.thought(event.text)
+                        elif isinstance(event, ToolCallItem):
+                            calls.append(event)
+                            view.tool_call(event.name, event.arguments)
+                        elif isinstance(event, Completed):
+                            with sigint_held():
+                                self.session.items.extend(event.output)
+                                view.finish(event.response)
+                            return "done", calls
+            except KeyboardInterrupt:
+                with sigint_held():  # a second Ctrl-C must not leave the history half-kept
+                    self.client.reset()  # the interrupted connection is not reused
+                    if shown:
+                        self.session.items.append(assistant_item("".join(shown)))
+                    view.interrupted()
+                return "stopped", []
+            except ChatError as exc:
+                view.failed(str(exc))
+                raise
+        return "done", calls  # unreachable: a stream without completion raises ServerDown
+
+    def _run_calls(self, calls: list[ToolCallItem]) -> bool:
+        """Answer every call (run, declined, or not offered); False when the user stopped the turn."""
+        pending = list(calls)
+        try:
+            while pending:
+                call = pending[0]
+                if self.confirm is None:
+                    output = NO_TOOLS
+                elif self.confirm(call.name, call.arguments):
+                    output = run_tool(call.name, call.arguments)
+                    self.on_tool_output(output)
+                else:
+                    output = DECLINED
+                self.session.items.append(_output_item(call.call_id, output))
+                pending.pop(0)
+        except KeyboardInterrupt:
+            for call in pending:
+                self.session.items.append(_output_item(call.call_id, "error: the user stopped this turn"))
+            return False
+        return self.confirm is not None
+
+
+def _output_item(call_id: str, output: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
