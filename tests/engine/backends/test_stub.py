@@ -85,7 +85,7 @@ def test_stub_checks_a_forced_call(calls: list, choice: ToolChoice, ok: bool) ->
 
 
 def test_when_last_tool_scripts_a_sequence_across_tool_rounds() -> None:
-    from tinytitan.engine.request import ToolCallSpec
+    from tinytitan.engine.events import ToolCall
 
     backend = StubBackend(
         load_script(
@@ -102,12 +102,10 @@ def test_when_last_tool_scripts_a_sequence_across_tool_rounds() -> None:
     def after(name: str | None) -> str:
         messages: tuple[Message, ...] = (Message("user", "go"),)
         if name is not None:
-            call = ToolCallSpec("c1", name, "{}")
+            call = ToolCall("c1", name, "{}")
             messages += (Message("assistant", "", tool_calls=(call,)), Message("tool", "ok", tool_call_id="c1"))
         request = validate(ChatRequest(model="m", messages=messages), backend.info)
-        params = GenerationParams(sampling=request.sampling, max_new=request.cap)
-        pieces = backend.generate(request, backend.render(request), params, threading.Event(), GenerationStats())
-        return "".join(p.text for p in pieces)
+        return "".join(p.text for p in backend.generate(Generation(request, backend.render(request), request.cap)))
 
     assert '"name": "first"' in after(None)
     assert '"name": "second"' in after("first")

@@ -24,7 +24,7 @@ from tinytitan.engine.memory.scope import Scope, resolve_scope
 from tinytitan.engine.memory.store import MemoryBank, MemoryStore, Retention
 from tinytitan.engine.memory.tools import memory_tools
 from tinytitan.engine.request import Tool, ValidatedRequest
-from tinytitan.settings import Settings, default_memory_dir
+from tinytitan.settings import Settings, SettingsError
 
 __all__ = ["MemoryConfig", "MemoryDecorator", "MemoryPlan"]
 
@@ -55,9 +55,11 @@ class MemoryConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MemoryConfig:
+        if not settings.memory_dir or not settings.launch_dir:
+            raise SettingsError("memory needs memory_dir and launch_dir (the CLI fills both)")
         return cls(
-            directory=settings.memory_dir or default_memory_dir(),
-            launch_dir=settings.launch_dir or os.getcwd(),
+            directory=settings.memory_dir,
+            launch_dir=settings.launch_dir,
             tools=settings.memory_tools,
             rounds=settings.memory_tool_rounds,
             fsync=settings.memory_fsync,
