@@ -237,5 +237,46 @@ def test_a_turn_mixing_memory_and_client_calls_returns_only_the_client_call(
     assert answer.finish in ("tool_calls", "completed", "tool_use")
     assert "memory_" not in answer.raw
     assert len(recorded) == 1  # the client's call ends the loop
-    assert [t["name"] for t in recorded[0]["tools"]][0] == "Write"  # memory tools come after the client's
+    names = [t["name"] for t in recorded[0]["tools"]]
+    assert names[0] == "Write" and "memory_set" in names[1:]  # memory tools come after the client's
     assert journal_of(tmp_path, workspace) == {"project/build": "make -j4"}  # the memory call still ran
+
+
+def test_a_second_server_on_the_same_directory_runs_without_persistence_and_says_so(
+    serve: Serve, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "proj-a"
+    settings = memory_settings(tmp_path)
+    with serve(script(*RULES), settings=settings) as first, serve(script(*RULES), settings=settings) as second:
+        ask(first.url, "chat", "hi", stream=False, workspace=workspace)  # the first server holds the journal
+        answer = ask(second.url, "messages", "remember the build command", stream=False, workspace=workspace)
+        told = second.recorded[0]["system"]
+        assert answer.text == ANSWER  # memory still works within the second server
+        assert "Another TinyTitan server holds this workspace's memory journal" in told
+        assert json.loads(second.recorded[1]["messages"][-1]["content"])["persisted"] is False
+        assert "Another TinyTitan server" not in first.recorded[0]["system"]
+    assert journal_of(tmp_path, workspace) == {}  # nothing the second server saved reached the disk
+
+
+def test_count_tokens_excludes_the_memory_fragment_and_tools(serve: Serve, tmp_path: Path) -> None:
+    body = {"model": STUB_MODEL, "system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"x-tinytitan-workspace": str(tmp_path / "proj-a")}
+    counts = []
+    for settings in (memory_settings(tmp_path), Settings()):
+        with serve(script(*RULES), settings=settings) as live:
+            r = httpx.post(live.url + "/v1/messages/count_tokens", json=body, headers=headers)
+            counts.append(r.json()["input_tokens"])
+    assert counts[0] == counts[1]
+
+
+def test_bad_memory_calls_are_error_results_and_the_request_still_answers(serve: Serve, tmp_path: Path) -> None:
+    bad = {"name": "memory_set", "arguments": {"key": "../../etc/passwd", "value": "x" * 70000}}
+    rules = [
+        {"when": {"last_tool": "memory_set"}, "reply": {"text": "I could not save that."}},
+        {"reply": {"tool_calls": [bad]}},
+    ]
+    with serve(script(*rules), settings=memory_settings(tmp_path)) as live:
+        answer = ask(live.url, "responses", "save", stream=True, workspace=tmp_path / "proj-a")
+        result = live.recorded[1]["messages"][-1]["content"]
+    assert answer.text == "I could not save that." and answer.finish == "completed"
+    assert result.startswith("Error: key '../../etc/passwd'")

@@ -50,6 +50,7 @@ class MemoryJob(Job):
             memory_calls: list[ToolCall] = []
             client_calls = 0
             text: list[str] = []
+            held = ""  # trailing whitespace: it may only separate text from a hidden call
             finished: Finished | None = None
             async for event in self._generate(gen):
                 if isinstance(event, ToolCall):
@@ -58,9 +59,15 @@ class MemoryJob(Job):
                         continue
                     client_calls += 1
                 elif isinstance(event, TextDelta):
+                    visible = event.text.rstrip()
+                    if not visible:
+                        held += event.text
+                        continue
                     if spoke and not text:
                         yield TextDelta(ROUND_SEPARATOR)
-                    text.append(event.text)
+                    out, held = held + visible, event.text[len(visible) :]
+                    text.append(out)
+                    event = TextDelta(out)
                 elif isinstance(event, Finished):
                     finished = event
                     continue
@@ -69,6 +76,8 @@ class MemoryJob(Job):
                 return
             total += finished.usage
             spoke = spoke or bool(text)
+            if held and text and not memory_calls:
+                yield TextDelta(held)  # nothing was hidden after it: the answer ends as the model wrote it
             if client_calls or not memory_calls or final:
                 if memory_calls and final:
                     log.info(
