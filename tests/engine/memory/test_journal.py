@@ -27,22 +27,6 @@ def _set(bank: MemoryBank, key: str, value: str = "v", importance: int = 3) -> N
     bank.store(SCOPE).set(key, value, importance=importance, tags=(), session="s")
 
 
-def test_records_survive_a_reopen_and_a_rewrite_keeps_created(tmp_path: Path) -> None:
-    bank = MemoryBank(tmp_path)
-    _set(bank, "a", "one")
-    first = bank.store(SCOPE).get("a")
-    _set(bank, "a", "two", importance=5)
-    _set(bank, "b")
-    bank.store(SCOPE).delete("b")
-    bank.close()
-    again = MemoryBank(tmp_path).store(SCOPE)
-    record = again.get("a")
-    assert record is not None and first is not None
-    assert (record.value, record.importance, record.session) == ("two", 5, "s")
-    assert record.created == first.created and record.updated >= first.updated
-    assert again.get("b") is None and len(again) == 1
-
-
 def test_owner_only_permissions(tmp_path: Path) -> None:
     bank = MemoryBank(tmp_path / "mem")
     _set(bank, "a")
@@ -116,19 +100,6 @@ def test_a_journal_older_than_its_checkpoint_is_ignored(tmp_path: Path) -> None:
     store = MemoryBank(tmp_path).store(SCOPE)
     assert store.get("a") is not None
     assert json.loads((where / JOURNAL).read_text().splitlines()[0])["seq"] == 1
-
-
-def test_a_second_bank_on_the_same_directory_runs_without_persistence(tmp_path: Path) -> None:
-    first = MemoryBank(tmp_path)
-    _set(first, "shared", "from the first server")
-    second = MemoryBank(tmp_path)
-    store = second.store(SCOPE)
-    assert not store.persistent and store.note is not None and "persists" in store.note
-    assert store.get("shared") is not None  # it starts from what the journal held
-    store.set("only-in-ram", "x", importance=3, tags=(), session=None)
-    second.close()
-    first.close()
-    assert set(read_journal(tmp_path / SCOPE.key).records) == {"shared"}
 
 
 def test_fsync_on_syncs_every_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from tinytitan.engine.memory.records import MAX_VALUE_BYTES
 from tinytitan.engine.memory.scope import Scope
-from tinytitan.engine.memory.store import MemoryBank, MemoryStore, Retention
+from tinytitan.engine.memory.store import MemoryBank, MemoryStore
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES, memory_tools, run_tool
 
 SCOPE = Scope("tinytitan", "ada", "/work/app", "header")
@@ -93,23 +93,6 @@ def test_an_append_that_would_overflow_the_value_is_refused(store: MemoryStore) 
     _ok(store, "memory_set", key="log", value="x" * (MAX_VALUE_BYTES - 10))
     assert "bytes" in _error(store, "memory_append", json.dumps({"key": "log", "line": "y" * 20}))
     assert len(store.get("log").value) == MAX_VALUE_BYTES - 10  # type: ignore[union-attr]
-
-
-def test_retention_evicts_the_least_important_and_reports_it(tmp_path: Path) -> None:
-    store = MemoryBank(tmp_path, retention=Retention(max_records=3)).store(SCOPE)
-    _ok(store, "memory_set", key="keep/high", value="v", importance=5)
-    _ok(store, "memory_set", key="drop/low", value="v", importance=1)
-    _ok(store, "memory_set", key="keep/mid", value="v", importance=3)
-    saved = _ok(store, "memory_set", key="keep/new", value="v", importance=1)
-    assert saved["evicted"] == ["drop/low"]
-    assert sorted(r.key for r in store.records()) == ["keep/high", "keep/mid", "keep/new"]
-
-
-def test_retention_by_bytes(tmp_path: Path) -> None:
-    store = MemoryBank(tmp_path, retention=Retention(max_bytes=3000)).store(SCOPE)
-    for i in range(5):
-        _ok(store, "memory_set", key=f"k{i}", value="x" * 1000)
-    assert sum(r.size for r in store.records()) <= 3000 and store.get("k4") is not None
 
 
 def test_a_store_without_persistence_says_so_in_write_results(tmp_path: Path) -> None:
