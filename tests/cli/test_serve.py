@@ -63,6 +63,21 @@ def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not valid JSON" in result.output
 
 
+def _chat_when_up(port: int) -> str:
+    """The answer to one chat request, sent as soon as the server process listens."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            r = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
+            )
+            return str(r.json()["choices"][0]["message"]["content"])
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
 def test_serve_stub_process(tmp_path: Path) -> None:
     stub = tmp_path / "s.json"
     stub.write_text(
@@ -78,18 +93,7 @@ def test_serve_stub_process(tmp_path: Path) -> None:
     try:
         banner = proc.stderr.readline() if proc.stderr else ""
         assert f"'scripted' at http://127.0.0.1:{port}/v1" in banner and "context 2048 tokens" in banner
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.post(
-                    f"http://127.0.0.1:{port}/v1/chat/completions",
-                    json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
-                )
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-        assert r.json()["choices"][0]["message"]["content"] == "hi there"
+        assert _chat_when_up(port) == "hi there"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -157,18 +161,7 @@ def test_serve_with_memory_from_the_environment_uses_the_launch_directory(tmp_pa
         proc.stderr.readline()
         note = proc.stderr.readline()
         assert "Memory on: tools full" in note and str(tmp_path / "mem") in note and "synced" in note
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.post(
-                    f"http://127.0.0.1:{port}/v1/chat/completions",
-                    json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
-                )
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-        assert r.json()["choices"][0]["message"]["content"] == "saved"
+        assert _chat_when_up(port) == "saved"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
