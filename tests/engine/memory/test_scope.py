@@ -35,6 +35,11 @@ def test_claude_code_working_directory_in_the_system_prompt() -> None:
     assert scope is not None and (scope.workspace, scope.origin) == ("/work/proj", "prompt")
 
 
+def test_pi_current_working_directory() -> None:
+    scope = _scope(system="You are pi.\nCurrent working directory: /work/pi-proj\n")
+    assert scope is not None and scope.workspace == "/work/pi-proj"
+
+
 def test_codex_cwd_in_its_environment_context_turn() -> None:
     first_user = "<environment_context>\n  <cwd>/work/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
     scope = _scope(first_user=first_user)

@@ -5,8 +5,9 @@ a directory, taken from the first of:
 
 1. the ``X-TinyTitan-Workspace`` header (``ChatRequest.workspace``), an absolute path;
 2. the working directory the client declared in its prompt — Codex's ``<cwd>/abs</cwd>`` (in its
-   ``<environment_context>`` turn), Claude Code's ``Working directory: /abs`` (in its system
-   prompt) — searched in the system text and the first user turn;
+   ``<environment_context>`` turn), Claude Code's ``Working directory: /abs`` and pi's ``Current
+   working directory: /abs`` (in their system prompts) — searched in the system text and the first
+   user turn;
 3. the directory the server was launched from.
 
 The home directory, its parent and ``/`` are never workspaces: a memory there would be shared by
@@ -29,7 +30,10 @@ log = logging.getLogger("tinytitan.memory")
 
 NAMESPACE = "tinytitan"
 _CODEX_CWD = re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>")
-_CLAUDE_CWD = re.compile(r"^\s*(?:[-*]\s*)?(?:Primary )?[Ww]orking directory:\s*(/[^\n]*?)\s*$", re.MULTILINE)
+# Claude Code: "Working directory: /abs"; pi: "Current working directory: /abs"
+_WORKING_DIRECTORY = re.compile(
+    r"^\s*(?:[-*]\s*)?(?:Primary |Current )?[Ww]orking directory:\s*(/[^\n]*?)\s*$", re.MULTILINE
+)
 _SAFE = re.compile(r"[^\w.\-]+")
 
 
@@ -85,7 +89,7 @@ def declared_cwd(system: str | None, first_user: str | None) -> str | None:
     for text in (system, first_user):
         if not text:
             continue
-        for pattern in (_CODEX_CWD, _CLAUDE_CWD):
+        for pattern in (_CODEX_CWD, _WORKING_DIRECTORY):
             match = pattern.search(text)
             if match:
                 return match.group(1)
