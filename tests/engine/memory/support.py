@@ -35,7 +35,8 @@ def request(
     **fields: Any,
 ) -> ChatRequest:
     messages = ((Message("system", system),) if system else ()) + history + (Message("user", text),)
-    return ChatRequest(model=STUB_MODEL, messages=messages, tools=tools, workspace=workspace, **fields)
+    fields.setdefault("model", STUB_MODEL)
+    return ChatRequest(messages=messages, tools=tools, workspace=workspace, **fields)
 
 
 def complete(engine: Engine, chat: ChatRequest) -> Completion:

@@ -86,6 +86,12 @@ def test_a_workspace_that_is_refused_gets_no_memory(tmp_path: Path) -> None:
     assert _last(engine)["system"] is None and _last(engine)["tools"] == []
 
 
+def test_a_fast_request_gets_no_memory(tmp_path: Path) -> None:
+    engine = memory_engine(tmp_path, TEXT)
+    complete(engine, request(system="Working directory: /work/x", model=engine.info.id + "-fast"))
+    assert _last(engine)["system"] is None and _last(engine)["tools"] == []
+
+
 def test_the_declared_working_directory_is_the_workspace(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT)
     complete(engine, request(system="Working directory: /work/claude-proj", workspace=None))

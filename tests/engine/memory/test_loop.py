@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -152,9 +153,11 @@ def test_streamed_events_never_include_a_memory_call(tmp_path: Path) -> None:
 
     async def events() -> list[object]:
         job = await engine.prepare(request("remember"))
-        return [e async for e in job.events()]
+        seen = [e async for e in job.events()]
+        await asyncio.wait_for(engine.queue.wait_idle(), 30)  # the slot frees once the worker is done
+        return seen
 
     seen = run(events())
     assert not any(isinstance(e, ToolCall) and e.name in MEMORY_TOOL_NAMES for e in seen)
     assert "".join(e.text for e in seen if isinstance(e, TextDelta)).endswith("It is make -j4.")
-    assert engine.queue.running == 0 and engine.queue.waiting == 0  # the slot is free again
+    assert engine.queue.running == 0 and engine.queue.waiting == 0

@@ -107,7 +107,11 @@ class MemoryDecorator:
         )
 
     async def plan(self, request: ValidatedRequest) -> MemoryPlan | None:
-        """``request`` with memory merged in, or None when the request has no usable workspace."""
+        """``request`` with memory merged in, or None when it gets no memory: no usable workspace,
+        or a ``-fast`` (CLI-stripped) request — it asked for a bare prompt, and the strip removed the
+        system text that names its working directory."""
+        if request.strip_cli:
+            return None
         scope = self.scope_of(request)
         if scope is None:
             return None

@@ -51,6 +51,7 @@ class MemoryStore:
         self.retention = retention
         self.note = note  # why this store is not persistent (None when it is)
         self._records = records
+        self._bytes = sum(r.size for r in records.values())  # kept current by every write
         self._journal = journal
         self._lock = threading.Lock()
 
@@ -118,6 +119,7 @@ class MemoryStore:
             record = Record(key, value, importance, tags, session, created=old.created if old else now, updated=now)
             self._write({"op": "set", "record": record.to_json()})
             self._records[key] = record
+            self._bytes += record.size - (old.size if old else 0)
             evicted = self._enforce_retention(keep=key)
             self._maybe_compact()
             return replace(record), evicted
@@ -127,7 +129,7 @@ class MemoryStore:
             if key not in self._records:
                 return False
             self._write({"op": "delete", "key": key, "at": time.time()})
-            del self._records[key]
+            self._bytes -= self._records.pop(key).size
             self._maybe_compact()
             return True
 
@@ -149,22 +151,19 @@ class MemoryStore:
 
     def _enforce_retention(self, *, keep: str) -> list[str]:
         limit = self.retention
-        total = sum(r.size for r in self._records.values())
-        if len(self._records) <= limit.max_records and total <= limit.max_bytes:
+        if len(self._records) <= limit.max_records and self._bytes <= limit.max_bytes:
             return []
         victims = sorted(
             (r for r in self._records.values() if r.key != keep), key=lambda r: (r.importance, r.updated, r.key)
         )
         evicted: list[str] = []
-        count = len(self._records)
         for record in victims:
-            if count <= limit.max_records and total <= limit.max_bytes:
+            if len(self._records) <= limit.max_records and self._bytes <= limit.max_bytes:
                 break
             self._write({"op": "delete", "key": record.key, "at": time.time(), "why": "retention"})
             del self._records[record.key]
+            self._bytes -= record.size
             evicted.append(record.key)
-            count -= 1
-            total -= record.size
         if evicted:
             log.info("memory %s: retention evicted %d record(s)", self.scope.key, len(evicted))
         return evicted
