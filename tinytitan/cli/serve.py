@@ -7,9 +7,21 @@ import os
 
 import typer
 
+from tinytitan.cli import options
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
-from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError, default_memory_dir
+from tinytitan.cli.options import (
+    Dtype,
+    MaxContext,
+    Memory,
+    MemoryDir,
+    Model,
+    ModelId,
+    Reasoning,
+    Stub,
+    Thinking,
+    reasoning_level,
+)
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
 
 __all__ = ["serve"]
 
@@ -83,12 +95,7 @@ def serve(
         help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
     ),
     dtype: Dtype = "auto",
-    memory: bool = typer.Option(
-        False,
-        "--memory/--no-memory",
-        envvar="TINYTITAN_MEMORY",
-        help="Agent memory: memory_* tools the server runs itself, one journal per workspace.",
-    ),
+    memory: Memory = False,
     memory_tools: str = typer.Option(
         "full",
         "--memory-tools",
@@ -102,13 +109,7 @@ def serve(
         envvar="TINYTITAN_MEMORY_TOOL_ROUNDS",
         help="Memory-only turns the server runs per request before a final answer without them.",
     ),
-    memory_dir: str = typer.Option(
-        None,
-        "--memory-dir",
-        envvar="TINYTITAN_MEMORY_DIR",
-        metavar="DIR",
-        help="Where the memory journals live (default: tinytitan/memory in the user's data directory).",
-    ),
+    memory_dir: MemoryDir = None,
     memory_fsync: bool = typer.Option(
         False, "--memory-fsync", envvar="TINYTITAN_MEMORY_FSYNC", help="Sync the memory journal on every write."
     ),
@@ -148,7 +149,7 @@ def serve(
         memory=memory,
         memory_tools=memory_tools.lower(),
         memory_tool_rounds=memory_tool_rounds,
-        memory_dir=os.path.abspath(os.path.expanduser(memory_dir or default_memory_dir())),
+        memory_dir=options.memory_dir(memory_dir),
         memory_fsync=memory_fsync,
         memory_max_records=memory_max_records,
         memory_max_mib=memory_max_mib,
