@@ -48,4 +48,4 @@ def test_default_is_the_local_server_else_in_process(server: LiveServer, monkeyp
     monkeypatch.setenv("TINYTITAN_PORT", str(free_port()))
     monkeypatch.setenv("TINYTITAN_MODEL", "/models/mine")
     assert connect(url=None, model=None, stub=None, reasoning="low") == "in-process"
-    assert loaded == [("/models/mine", None, "low", None, None)]
+    assert loaded == [("/models/mine", None, "low", None, None, None)]

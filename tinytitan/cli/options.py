@@ -7,6 +7,7 @@ do â€” the model, the served id, the context cap, the default reasoning level â€
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -16,12 +17,15 @@ from tinytitan.settings import Settings
 __all__ = [
     "Dtype",
     "MaxContext",
+    "Memory",
+    "MemoryDir",
     "Model",
     "ModelId",
     "Reasoning",
     "Stub",
     "Thinking",
     "engine_settings",
+    "memory_dir",
     "reasoning_level",
 ]
 
@@ -76,6 +80,32 @@ Dtype = Annotated[
         help="Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.",
     ),
 ]
+
+
+Memory = Annotated[
+    bool,
+    typer.Option(
+        "--memory/--no-memory",
+        envvar="TINYTITAN_MEMORY",
+        help="Agent memory: memory_* tools the server runs itself, one journal per workspace.",
+    ),
+]
+MemoryDir = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-dir",
+        envvar="TINYTITAN_MEMORY_DIR",
+        metavar="DIR",
+        help="Where the memory journals live (default: tinytitan/memory in the user's data directory).",
+    ),
+]
+
+
+def memory_dir(value: str | None) -> str:
+    """``--memory-dir`` as an absolute path, or the default under the user's data directory."""
+    from tinytitan.settings import default_memory_dir
+
+    return os.path.abspath(os.path.expanduser(value or default_memory_dir()))
 
 
 def reasoning_level(reasoning: str | None, thinking: str | None) -> str | None:

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import typer
 
+from tinytitan.cli import options
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
+from tinytitan.cli.options import (
+    Dtype,
+    MaxContext,
+    Memory,
+    MemoryDir,
+    Model,
+    ModelId,
+    Reasoning,
+    Stub,
+    Thinking,
+    reasoning_level,
+)
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
 
 __all__ = ["serve"]
@@ -82,6 +95,33 @@ def serve(
         help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
     ),
     dtype: Dtype = "auto",
+    memory: Memory = False,
+    memory_tools: str = typer.Option(
+        "full",
+        "--memory-tools",
+        envvar="TINYTITAN_MEMORY_TOOLS",
+        metavar="off|minimal|full",
+        help="Memory tools offered to the model (minimal: set, get, list; off: the recalled list only).",
+    ),
+    memory_tool_rounds: int = typer.Option(
+        4,
+        "--memory-tool-rounds",
+        envvar="TINYTITAN_MEMORY_TOOL_ROUNDS",
+        help="Memory-only turns the server runs per request before a final answer without them.",
+    ),
+    memory_dir: MemoryDir = None,
+    memory_fsync: bool = typer.Option(
+        False, "--memory-fsync", envvar="TINYTITAN_MEMORY_FSYNC", help="Sync the memory journal on every write."
+    ),
+    memory_max_records: int = typer.Option(
+        5000,
+        "--memory-max-records",
+        envvar="TINYTITAN_MEMORY_MAX_RECORDS",
+        help="Records kept per workspace; beyond it the least important go first.",
+    ),
+    memory_max_mib: int = typer.Option(
+        32, "--memory-max-mib", envvar="TINYTITAN_MEMORY_MAX_MIB", help="Memory kept per workspace (MiB)."
+    ),
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -106,6 +146,14 @@ def serve(
         prompt_cache_mib=prompt_cache_mib,
         dtype=dtype,
         keepalive_seconds=keepalive,
+        memory=memory,
+        memory_tools=memory_tools.lower(),
+        memory_tool_rounds=memory_tool_rounds,
+        memory_dir=options.memory_dir(memory_dir),
+        memory_fsync=memory_fsync,
+        memory_max_records=memory_max_records,
+        memory_max_mib=memory_max_mib,
+        launch_dir=os.getcwd(),
     )
     try:
         settings.check()
@@ -121,6 +169,21 @@ def _engine_note(settings: Settings) -> str:
 
     blas = "OpenBLAS preloaded" if openblas_active() else "bundled BLAS"
     return f"mlx, dtype {settings.dtype}, {blas}"
+
+
+def _memory_note(settings: Settings) -> str:
+    from tinytitan.engine.memory.scope import refused_reason
+
+    note = f"Memory on: tools {settings.memory_tools}, journals in {settings.memory_dir}"
+    if settings.memory_fsync:
+        note += ", synced on every write"
+    reason = refused_reason(settings.launch_dir or "/", os.path.expanduser("~"))
+    if reason is not None:
+        note += (
+            f"; launched from {reason}, so a request that declares no workspace "
+            "(X-TinyTitan-Workspace, or a working directory in its prompt) gets no memory"
+        )
+    return note
 
 
 def run_server(settings: Settings) -> None:
@@ -145,6 +208,8 @@ def run_server(settings: Settings) -> None:
         f"(context {info.context_window} tokens, {_engine_note(settings)})",
         err=True,
     )
+    if settings.memory:
+        typer.echo(_memory_note(settings), err=True)
     uvicorn.run(
         create_app(engine, settings),
         host=settings.host,
