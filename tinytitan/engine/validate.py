@@ -148,7 +148,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
         if role == "assistant":
             calls = _check_calls(message.tool_calls, where, seen_ids)
             open_calls.update({c.id: c.name for c in calls})
-            turns.append(Turn("assistant", text, tool_calls=calls))
+            turns.append(Turn("assistant", text, tool_calls=calls, reasoning=message.reasoning or None))
         elif role == "tool":
             call_id = message.tool_call_id
             if not call_id or call_id not in open_calls:

