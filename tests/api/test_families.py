@@ -25,7 +25,9 @@ from tinytitan.testing.server import LiveServer, live_server
 
 PROTOCOLS = ("chat", "responses", "messages")
 # per family: its one-call answer whole, and its several calls (or, without them, a plain answer) streamed
-SCENARIOS = {f: [s for s in ("call", "calls" if "calls" in OUTPUTS[f] else "answer") if s in OUTPUTS[f]] for f in FAMILIES}
+SCENARIOS = {
+    f: [s for s in ("call", "calls" if "calls" in OUTPUTS[f] else "answer") if s in OUTPUTS[f]] for f in FAMILIES
+}
 CASES = [(f, s, p) for f in FAMILIES for s in SCENARIOS[f] for p in PROTOCOLS]
 
 

@@ -45,7 +45,10 @@ CALLS: dict[str, tuple[str, tuple[str, str]]] = {
         '{"city": "Paris", "days": 2}<|tool_call_end|><|tool_calls_section_end|>',
         ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
     ),
-    "gemma4": ('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>', ("<|tool_call>", "<tool_call|>")),
+    "gemma4": (
+        '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
+        ("<|tool_call>", "<tool_call|>"),
+    ),
     "harmony": (
         '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris", "days": 2}',
         ("", ""),
@@ -58,7 +61,7 @@ BAD: dict[str, list[tuple[str, str]]] = {
     "glm47": [(">2<", ">9<"), ("<arg_key>city</arg_key><arg_value>Paris</arg_value>", ""), ("get_weather", "x")],
     "mistral": [('"days": 2', '"days": "2"'), ('"city": "Paris", ', ""), ("get_weather", "x")],
     "kimi_k2": [('"days": 2', '"days": 0'), ('"city": "Paris", ', ""), ("get_weather", "x")],
-    "gemma4": [("days:2", "days:8"), ("city:<|\"|>Paris<|\"|>,", ""), ("get_weather", "x")],
+    "gemma4": [("days:2", "days:8"), ('city:<|"|>Paris<|"|>,', ""), ("get_weather", "x")],
     "harmony": [('"days": 2', '"days": 2.5'), ('"city": "Paris", ', ""), ("get_weather", "x")],
 }
 TOKENIZER = llguidance.LLTokenizer("byte")

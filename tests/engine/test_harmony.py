@@ -54,7 +54,7 @@ def test_channels_become_reasoning_text_and_calls(encoding: Any) -> None:
     events = feed(parser, raw)
     assert joined(events, ReasoningDelta) == "Think first." and joined(events, TextDelta) == "On it."
     calls = [e for e in events if isinstance(e, ToolCall)]
-    assert [(c.name, json.loads(c.arguments_json), c.namespace) for c in calls] == [("lookup", {"q": "x"}, "ns")]
+    assert [(c.name, json.loads(c.arguments), c.namespace) for c in calls] == [("lookup", {"q": "x"}, "ns")]
     assert parser.tool_calls == 1
 
 

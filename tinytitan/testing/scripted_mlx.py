@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tinytitan.engine.backends.base import GenerationParams, Prompt
+from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.grammar import compile_lark, lark_literal
 from tinytitan.engine.request import ValidatedRequest
@@ -44,9 +44,9 @@ class ScriptedMlxBackend(MlxBackend):
 
     script: str | None = None
 
-    def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt, params: GenerationParams) -> Any:
+    def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         if self.script is None:
-            return super()._grammar_mask(request, prompt, params)
+            return super()._grammar_mask(request, prompt)
         from tinytitan.engine.backends.mlx.constrain import GrammarMask
 
         grammar = literal_grammar(self.script, self.lltokenizer, self.tokenizer)

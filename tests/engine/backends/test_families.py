@@ -173,7 +173,7 @@ def parse(backend: MlxBackend, raw: str, piece: int) -> list[Any]:
 def summary(events: list[Any]) -> Expected:
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta)) or None
     text = "".join(e.text for e in events if isinstance(e, TextDelta)) or None
-    calls = tuple((e.name, json.loads(e.arguments_json)) for e in events if isinstance(e, ToolCall))
+    calls = tuple((e.name, json.loads(e.arguments)) for e in events if isinstance(e, ToolCall))
     return Expected(reasoning.strip() if reasoning else None, text.strip() if text else None, calls)
 
 
@@ -202,7 +202,7 @@ def test_a_forced_call_from_the_random_model_always_parses(name: str) -> None:
             assert len(calls) == 1, events
             assert calls[0].name == forced
             schema = next(t["function"]["parameters"] for t in BOUNDED_TOOLS if t["function"]["name"] == forced)
-            jsonschema.validate(json.loads(calls[0].arguments_json), schema)
+            jsonschema.validate(json.loads(calls[0].arguments), schema)
             assert isinstance(events[-1], Finished) and events[-1].reason == "tool_calls"
     finally:
         engine.backend.unload()

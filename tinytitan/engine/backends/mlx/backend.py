@@ -222,7 +222,7 @@ class MlxBackend(Backend):
             except TemplateError as exc:  # the model's own template refuses this conversation
                 raise InvalidRequest(
                     f"this model's chat template cannot render the conversation: {exc}",
-                    param=request.request.params.messages,
+                    param=request.request.messages_param,
                     code="invalid_message",
                 ) from exc
             tokens = list(tw.encode(text, add_special_tokens=False))
@@ -348,8 +348,8 @@ def _check_forced(syntax: str, request: ValidatedRequest) -> None:
     """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
     from tinytitan.engine.call_grammar import forced_call_grammar
     from tinytitan.engine.grammar import lark_literal
+    from tinytitan.engine.validate import tool_source
 
-    p = request.request.params
     for i, tool in enumerate(request.tools):
         if request.forced_tool is not None and tool.name != request.forced_tool:
             continue
@@ -358,6 +358,6 @@ def _check_forced(syntax: str, request: ValidatedRequest) -> None:
         except ValueError as exc:
             raise InvalidRequest(
                 f"a forced call cannot promise this schema in this model's call syntax: {exc}",
-                param=f"{p.tools}[{i}].{p.tool_prefix}{p.tool_schema}",
+                param=tool_source(tool, i).at("parameters"),
                 code="unsupported_value",
             ) from exc
