@@ -211,3 +211,65 @@ def test_a_forced_call_from_the_random_model_always_parses(name: str) -> None:
 async def _collect(engine: Engine, request: Any) -> list[Any]:
     job = await engine.prepare(request)
     return [event async for event in job.events()]
+
+
+def test_a_family_without_a_parser_is_served_without_tools_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="tinytitan.mlx"):
+        backend = MlxBackend(str(family_dir("llama-3")))
+    assert "serving it without tools" in caplog.text
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "tool_choice": "required"}
+    with pytest.raises(InvalidRequest) as err:
+        validated(backend, body)
+    assert err.value.code == "unsupported_value" and err.value.param == "tool_choice"
+
+
+def test_a_schema_the_call_syntax_cannot_promise_is_refused_by_tool(backends: dict[str, MlxBackend]) -> None:
+    backend = backends["qwen3-coder"]  # its string arguments are raw text: a pattern cannot be promised
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}},
+            },
+        }
+    ]
+    request = validated(
+        backend, {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "tool_choice": "required"}
+    )
+    with pytest.raises(InvalidRequest) as err:
+        backend.render(request)
+    assert err.value.code == "unsupported_value" and err.value.param == "tools[0].function.parameters"
+
+
+STRUCTURED = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "weather",
+        "schema": {
+            "type": "object",
+            "properties": {"sunny": {"type": "boolean"}, "unit": {"enum": ["C", "F"]}},
+            "required": ["sunny", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_structured_output_from_the_random_model_is_the_document(name: str) -> None:
+    engine = Engine(MlxBackend(str(family_dir(name))))
+    try:
+        body = {
+            "messages": [{"role": "user", "content": "Weather?"}],
+            "response_format": STRUCTURED,
+            "max_tokens": 200,
+            "seed": 3,
+            "temperature": 1.0,
+        }
+        events = run(_collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        jsonschema.validate(json.loads(text), STRUCTURED["json_schema"]["schema"])  # type: ignore[index]
+        assert not [e for e in events if isinstance(e, ReasoningDelta)]
+    finally:
+        engine.backend.unload()
