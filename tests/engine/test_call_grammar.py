@@ -11,16 +11,9 @@ import pytest
 
 from tinytitan.engine.call_grammar import FORCED_SYNTAXES, answer_prefix, forced_call_grammar
 from tinytitan.engine.grammar import lark_literal
+from tinytitan.testing.family_outputs import TOOLS as FAMILY_TOOLS
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string"},
-        "days": {"type": "integer", "minimum": 1, "maximum": 7},
-        "unit": {"type": "string", "enum": ["C", "F"]},
-    },
-    "required": ["city", "days"],
-}
+SCHEMA: dict[str, Any] = FAMILY_TOOLS[0]["function"]["parameters"]  # city (string), days (1-7), unit (C|F)
 TOOLS = [("get_weather", SCHEMA), ("ping", None)]
 
 # syntax -> (a valid call, (start, end) markers around what mlx-lm's parser reads)

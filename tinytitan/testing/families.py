@@ -20,13 +20,19 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tinytitan.testing.tiny_model import QWEN3_SPECIAL_TOKENS, SEED, _key, cache_root
+from tinytitan.testing.tiny_model import (
+    QWEN3_SPECIAL_TOKENS,
+    SEED,
+    _key,
+    added_tokens_decoder,
+    cache_root,
+    cached_dir,
+)
 
 __all__ = ["FAMILIES", "Family", "build_family", "family_dir", "main"]
 
@@ -280,17 +286,7 @@ def _ids_of(name: str) -> dict[str, int]:
 
 
 def _tokenizer_config(family: Family) -> dict[str, Any]:
-    decoder = {
-        str(i): {
-            "content": c,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": c not in family.plain,
-        }
-        for c, i in _ids(family).items()
-    }
+    decoder = added_tokens_decoder((i, c, c not in family.plain) for c, i in _ids(family).items())
     return {
         "add_bos_token": False,
         "added_tokens_decoder": decoder,
@@ -351,21 +347,7 @@ def family_dir(name: str) -> Path:
     family = FAMILIES[name]
     template = (TEMPLATES / family.template).read_text(encoding="utf-8")
     key = _key(name, template, _model_config(family), _tokenizer_config(family))
-    path = cache_root() / "families" / f"{name}-{key}"
-    if (path / "model.safetensors").exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
-    try:
-        build_family(name, tmp)
-        try:
-            os.replace(tmp, path)
-        except OSError:  # another process finished first
-            if not (path / "model.safetensors").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return cached_dir(cache_root() / "families" / f"{name}-{key}", lambda out: build_family(name, out))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ texts follow the families' documented formats (their templates render earlier ca
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,39 +41,21 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
-# the same tools with every string bounded: a random-weight model forced into a call must finish it
-BOUNDED_TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "maxLength": 8},
-                    "days": {"type": "integer", "minimum": 1, "maximum": 7},
-                    "unit": {"type": "string", "enum": ["C", "F"]},
-                },
-                "required": ["city", "days"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "description": "The time in a zone",
-            "parameters": {
-                "type": "object",
-                "properties": {"zone": {"type": "string", "enum": ["CET", "UTC"]}},
-                "required": ["zone"],
-                "additionalProperties": False,
-            },
-        },
-    },
-]
+
+def _bounded(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same tools with every string bounded and no extra keys: a random-weight model forced into a
+    call must finish it."""
+    out = copy.deepcopy(tools)
+    for tool in out:
+        params = tool["function"]["parameters"]
+        params["additionalProperties"] = False
+        for name, prop in params["properties"].items():
+            if prop.get("type") == "string" and "enum" not in prop:
+                prop.update({"maxLength": 8} if name != "zone" else {"enum": ["CET", "UTC"]})
+    return out
+
+
+BOUNDED_TOOLS = _bounded(TOOLS)
 
 WEATHER = ("get_weather", {"city": "Paris", "days": 2})
 TIME = ("get_time", {"zone": "CET"})

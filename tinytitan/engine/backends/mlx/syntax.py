@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.resolve import read_json
+from tinytitan.engine.call_grammar import FORCED_SYNTAXES
 from tinytitan.engine.harmony import is_harmony
 
 __all__ = ["FORCEABLE", "HARMONY", "tool_syntax", "wrap_parser"]
@@ -24,8 +25,7 @@ __all__ = ["FORCEABLE", "HARMONY", "tool_syntax", "wrap_parser"]
 log = logging.getLogger("tinytitan.mlx")
 
 HARMONY = "harmony"
-# syntaxes a forced call can be written for as a grammar (tinytitan.engine.call_grammar)
-FORCEABLE = frozenset({"json_tools", "qwen3_coder", "glm47", "mistral", "kimi_k2", "gemma4", HARMONY})
+FORCEABLE = FORCED_SYNTAXES  # syntaxes a forced call can be written for as a grammar
 
 
 class _TemplateOnly:
