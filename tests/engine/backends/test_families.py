@@ -185,8 +185,8 @@ def test_the_familys_own_output_parses(backends: dict[str, MlxBackend], name: st
 
 
 @pytest.mark.parametrize("name", [n for n in FAMILIES if FACTS[n][2]])
-def test_a_forced_call_from_the_random_model_always_parses(name: str) -> None:
-    engine = Engine(MlxBackend(str(family_dir(name))))
+def test_a_forced_call_from_the_random_model_always_parses(backends: dict[str, MlxBackend], name: str) -> None:
+    engine = Engine(backends[name])
     try:
         for forced in ("get_weather", "get_time"):
             body = {
@@ -205,7 +205,7 @@ def test_a_forced_call_from_the_random_model_always_parses(name: str) -> None:
             jsonschema.validate(json.loads(calls[0].arguments), schema)
             assert isinstance(events[-1], Finished) and events[-1].reason == "tool_calls"
     finally:
-        engine.backend.unload()
+        engine.shutdown()
 
 
 async def _collect(engine: Engine, request: Any) -> list[Any]:
@@ -257,8 +257,8 @@ STRUCTURED = {
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_structured_output_from_the_random_model_is_the_document(name: str) -> None:
-    engine = Engine(MlxBackend(str(family_dir(name))))
+def test_structured_output_from_the_random_model_is_the_document(backends: dict[str, MlxBackend], name: str) -> None:
+    engine = Engine(backends[name])
     try:
         body = {
             "messages": [{"role": "user", "content": "Weather?"}],
@@ -272,4 +272,4 @@ def test_structured_output_from_the_random_model_is_the_document(name: str) -> N
         jsonschema.validate(json.loads(text), STRUCTURED["json_schema"]["schema"])  # type: ignore[index]
         assert not [e for e in events if isinstance(e, ReasoningDelta)]
     finally:
-        engine.backend.unload()
+        engine.shutdown()
