@@ -4,6 +4,11 @@ Every backend's raw output goes through this one parser. The markers and the too
 come from the model family (mlx-lm's ``TokenizerWrapper`` knows them for a real model; the
 scripted backend uses Qwen's). Stop strings apply to the visible channel only and are matched
 across piece boundaries: text that could still become a stop string (or a marker) is held back.
+
+A call section may hold several calls (Kimi K2's section, Mistral's repeated ``[TOOL_CALLS]``): the
+tool parser may return a list. A family without an end marker (Mistral) keeps its section open to
+the end of the answer. A section the parser cannot read is shown as text, never dropped. gpt-oss's
+harmony format has its own parser (``tinytitan.engine.harmony``) with the same interface.
 """
 
 from __future__ import annotations
