@@ -55,7 +55,7 @@ class Message:
     content: str | tuple[Part, ...] | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
-    reasoning: str | None = None  # thoughts a client sends back: accepted, never rendered
+    reasoning: str | None = None  # thoughts a client sends back: the template decides whether to render them
     source: Source | None = None
     server: bool = False  # the server's own text (an instruction, a compaction note): never stripped
 
@@ -174,6 +174,7 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # for a tool turn: the function it answers
+    reasoning: str | None = None  # an assistant turn's thoughts as the client sent them back
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
-from tinytitan.engine.output_parser import OutputParser
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
@@ -278,9 +277,7 @@ class Job:
     # runs on the generation thread
     def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
         backend, request = self.engine.backend, gen.request
-        parser = OutputParser(
-            markers=backend.markers,
-            tool_parser=backend.tool_parser,
+        parser = backend.output_parser(
             stop=request.stop,
             namespaces={t.name: t.namespace for t in request.tools},
             tools=request.tools,

@@ -67,6 +67,24 @@ def test_calls_join_the_preceding_assistant_message_and_reasoning_is_skipped() -
     assert [(c.id, c.namespace) for c in calls] == [("a", "ns"), ("b", None)]
 
 
+def test_a_replayed_thought_reaches_the_assistant_turn_after_it() -> None:
+    mapped = map_input(
+        [
+            {"type": "message", "role": "user", "content": "go"},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Look it up."}]},
+            {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "b", "name": "g", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "a", "output": "1"},
+            {"type": "function_call_output", "call_id": "b", "output": "2"},
+            {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "Done."}]},
+            {"type": "message", "role": "assistant", "content": "ok"},
+        ],
+        resolve=_none,
+    )
+    assistants = [m for m in mapped.messages if m.role == "assistant"]
+    assert [(len(m.tool_calls), m.reasoning) for m in assistants] == [(2, "Look it up."), (0, "Done.")]
+
+
 def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
     tools = map_tools(
         [

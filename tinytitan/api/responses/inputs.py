@@ -62,6 +62,7 @@ class MappedInput:
     notes: list[str] = field(default_factory=list)  # decoded compaction summaries
     messages: list[Message] = field(default_factory=list)  # user / assistant / tool
     items: list[dict[str, Any]] = field(default_factory=list)  # normalised items, ids filled
+    thought: str | None = None  # a replayed reasoning item, for the assistant turn that follows it
 
     def extend(self, other: MappedInput) -> None:
         self.guidance += other.guidance
@@ -121,12 +122,30 @@ def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
+def _take_thought(mapped: MappedInput) -> str | None:
+    thought, mapped.thought = mapped.thought, None
+    return thought
+
+
+def _thought_text(item: dict[str, Any]) -> str:
+    """A reasoning item's readable text: its summary parts, else its reasoning_text content."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        for part in item.get(key) or ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        if texts:
+            break
+    return "\n\n".join(texts)
+
+
 def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
     last = mapped.messages[-1] if mapped.messages else None
-    if last is not None and last.role == "assistant":
+    if last is not None and last.role == "assistant" and mapped.thought is None:
         mapped.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
     else:
-        mapped.messages.append(Message("assistant", "", tool_calls=(call,), source=Source(where)))
+        reasoning = _take_thought(mapped)
+        mapped.messages.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning, source=Source(where)))
 
 
 def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
@@ -155,7 +174,8 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
             if text:
                 mapped.guidance.append(text)
         else:
-            mapped.messages.append(Message(role, text, source=Source(where)))
+            reasoning = _take_thought(mapped) if role == "assistant" else None
+            mapped.messages.append(Message(role, text, reasoning=reasoning, source=Source(where)))
     elif kind == "function_call":
         arguments = item.get("arguments", "")
         if not isinstance(arguments, str):
@@ -170,7 +190,7 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
         source = Source(where, {"tool_call_id": "call_id"})
         mapped.messages.append(Message("tool", output, tool_call_id=call_id, source=source))
     elif kind == "reasoning":
-        pass  # a replayed thought: accepted, never rendered
+        mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
     elif kind == "compaction":
         body = decode_payload(item.get("encrypted_content"), param=f"{where}.encrypted_content")
         mapped.notes.append(str(body["summary"]))
