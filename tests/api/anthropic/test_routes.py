@@ -11,9 +11,12 @@ from typing import Any
 import httpx
 
 from tinytitan.settings import Settings
+from tinytitan.testing import sse
+from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.waiting import wait_until
 
-from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script, wait_until
+from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{32}$")
@@ -51,7 +54,7 @@ def test_streaming_message_grammar(server: LiveServer) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
-    events = frames(response.text)
+    events = sse.events(response.text)
     kinds = [e for e, _ in events]
     assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
     blocks = [d["content_block"]["type"] for e, d in events if e == "content_block_start"]
@@ -100,7 +103,7 @@ def test_max_tokens_is_clamped_to_the_context_window(server: LiveServer) -> None
 
 def test_thinking_levels_reach_the_engine(serve: Serve) -> None:
     levels = ["off", "low", "medium", "xhigh"]
-    with serve(script(reasoning_levels=levels, default_reasoning="medium", context_window=65536)) as server:
+    with serve(script(*RULES, reasoning_levels=levels, default_reasoning="medium", context_window=65536)) as server:
         for thinking, level in [
             ({"type": "enabled", "budget_tokens": 2000}, "low"),
             ({"type": "enabled", "budget_tokens": 8000}, "medium"),
@@ -125,7 +128,7 @@ def test_structured_output_through_output_config(server: LiveServer) -> None:
 def test_failure_mid_stream_is_an_error_event_then_the_end(server: LiveServer) -> None:
     response = post(server, body("fail now", stream=True))
     assert response.status_code == 200
-    events = frames(response.text)
+    events = sse.events(response.text)
     assert events[0][0] == "message_start"
     assert events[-1][0] == "error"
     error = events[-1][1]
@@ -156,7 +159,7 @@ def test_count_tokens_refuses_like_messages(server: LiveServer) -> None:
 
 
 def test_count_tokens_without_a_tokenizer_is_501(serve: Serve) -> None:
-    with serve(script(tokenizer=False)) as server:
+    with serve(script(*RULES, context_window=CONTEXT, tokenizer=False)) as server:
         response = post(server, body(), path="/v1/messages/count_tokens")
     assert response.status_code == 501
     error = response.json()
@@ -177,7 +180,7 @@ def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
         assert refused.headers["retry-after"].isdigit()
         assert refused.json()["error"] == {"type": "overloaded_error", "message": "Overloaded"}
         # the slot frees when the client leaves (the server notices the disconnect on its own thread)
-        assert wait_until(lambda: server.engine.queue.running == 0 and server.engine.queue.waiting == 0)
+        wait_until(lambda: server.engine.queue.running == 0 and server.engine.queue.waiting == 0)
         assert post(server, body("hi")).status_code == 200
 
 
@@ -227,10 +230,10 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
 
 
 def test_a_slow_stream_is_kept_alive_with_ping_events(serve: Serve) -> None:
-    slow = script(rules=[{"reply": {"text": "late answer", "chunk_delay_ms": 700}}])
+    slow = script({"reply": {"text": "late answer", "chunk_delay_ms": 700}}, context_window=CONTEXT)
     with serve(slow, settings=Settings(keepalive_seconds=0.1)) as server:
         response = post(server, body(stream=True))
-    events = frames(response.text)
+    events = sse.events(response.text)
     assert ("ping", {"type": "ping"}) in events
     text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
     assert text == "late answer" and events[-1][0] == "message_stop"

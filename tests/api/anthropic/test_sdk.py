@@ -10,9 +10,10 @@ import anthropic
 import httpx
 import pytest
 
+from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer
 
-from .support import MODEL, WEATHER_TOOL, script
+from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL
 
 Serve = Callable[..., AbstractContextManager[LiveServer]]
 USER = [{"role": "user", "content": "please think about 2+2"}]
@@ -154,7 +155,7 @@ def test_unknown_model_is_not_found_error(client: anthropic.Anthropic) -> None:
 
 def test_no_tokenizer_is_a_501_status_error(serve: Serve) -> None:
     with (
-        serve(script(tokenizer=False)) as server,
+        serve(script(*RULES, context_window=CONTEXT, tokenizer=False)) as server,
         client_for(server) as sdk,
         pytest.raises(anthropic.APIStatusError) as info,
     ):

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 
 from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.testing.scripts import script
 
-from .support import MODEL, stub_script
+from .support import MODEL
 
 NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
 INPUT = [
@@ -21,7 +22,7 @@ INPUT = [
 
 
 def _script() -> dict[str, Any]:
-    return stub_script(
+    return script(
         {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
         {"reply": {"text": "continuing"}},
     )

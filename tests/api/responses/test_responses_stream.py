@@ -4,7 +4,6 @@ and once over a real socket for a failure mid-stream."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -16,6 +15,7 @@ from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
+from tinytitan.testing import sse
 
 from .support import MODEL
 
@@ -126,24 +126,12 @@ def test_failure_mid_stream_ends_with_response_failed() -> None:
     assert failed["error"] == {"code": "internal_error", "message": "generation failed"}
 
 
-def _sse(lines: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
-    events: list[tuple[str, dict[str, Any]]] = []
-    name = ""
-    for line in lines:
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            assert line != "data: [DONE]"
-            events.append((name, json.loads(line[6:])))
-    return events
-
-
 def test_failure_mid_stream_over_http(server: Any) -> None:
     body = {"model": MODEL, "input": "explode", "stream": True}
     with httpx.stream("POST", server.v1 + "/responses", json=body, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        events = _sse(response.iter_lines())
+        events = sse.events(response.iter_lines())
     assert all(name == data["type"] for name, data in events)
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
     assert events[-1][0] == "response.failed"
