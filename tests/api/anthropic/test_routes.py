@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
+import pytest
 
+from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
 from tinytitan.testing.scripts import script
-from tinytitan.testing.server import LiveServer
+from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.waiting import wait_until
 
 from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
@@ -101,18 +103,29 @@ def test_max_tokens_is_clamped_to_the_context_window(server: LiveServer) -> None
     assert server.recorded[-1]["max_new"] < CONTEXT
 
 
-def test_thinking_levels_reach_the_engine(serve: Serve) -> None:
+@pytest.fixture(scope="module")
+def leveled() -> Iterator[LiveServer]:
+    """A model with a four-step reasoning ladder, medium by default."""
     levels = ["off", "low", "medium", "xhigh"]
-    with serve(script(*RULES, reasoning_levels=levels, default_reasoning="medium", context_window=65536)) as server:
-        for thinking, level in [
-            ({"type": "enabled", "budget_tokens": 2000}, "low"),
-            ({"type": "enabled", "budget_tokens": 8000}, "medium"),
-            ({"type": "enabled", "budget_tokens": 16384}, "xhigh"),
-            ({"type": "disabled"}, "off"),
-            ({"type": "adaptive"}, "medium"),
-        ]:
-            assert post(server, body(thinking=thinking, max_tokens=32000)).status_code == 200
-            assert server.recorded[-1]["reasoning_level"] == level, thinking
+    stub = script(*RULES, reasoning_levels=levels, default_reasoning="medium", context_window=65536)
+    with live_server(StubBackend(stub)) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("thinking", "level"),
+    [
+        ({"type": "enabled", "budget_tokens": 2000}, "low"),
+        ({"type": "enabled", "budget_tokens": 8000}, "medium"),
+        ({"type": "enabled", "budget_tokens": 16384}, "xhigh"),
+        ({"type": "disabled"}, "off"),
+        ({"type": "adaptive"}, "medium"),
+    ],
+    ids=["budget 2000", "budget 8000", "budget 16384", "disabled", "adaptive"],
+)
+def test_thinking_levels_reach_the_engine(leveled: LiveServer, thinking: dict[str, Any], level: str) -> None:
+    assert post(leveled, body(thinking=thinking, max_tokens=32000)).status_code == 200
+    assert leveled.recorded[-1]["reasoning_level"] == level
 
 
 def test_structured_output_through_output_config(server: LiveServer) -> None:
@@ -184,34 +197,49 @@ def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
         assert post(server, body("hi")).status_code == 200
 
 
-def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(server: LiveServer) -> None:
-    json_type = {"content-type": "application/json"}
-    cases = [
+@pytest.fixture(scope="module")
+def shared() -> Iterator[LiveServer]:
+    """One server for the table test below (its requests change nothing)."""
+    with live_server(StubBackend(script(*RULES, context_window=CONTEXT))) as server:
+        yield server
+
+
+JSON_TYPE = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "request_args", "status", "kind"),
+    [
+        ("POST", "/v1/messages", {"content": b"{not json", "headers": JSON_TYPE}, 400, "invalid_request_error"),
         (
-            httpx.post(server.url + "/v1/messages", content=b"{not json", headers=json_type),
+            "POST",
+            "/v1/messages",
+            {"content": b'{"max_tokens": "many"}', "headers": JSON_TYPE},
             400,
             "invalid_request_error",
         ),
         (
-            httpx.post(server.url + "/v1/messages", content=b'{"max_tokens": "many"}', headers=json_type),
-            400,
-            "invalid_request_error",
-        ),
-        (
-            httpx.post(server.url + "/v1/messages", content=b"hi", headers={"content-type": "text/plain"}),
+            "POST",
+            "/v1/messages",
+            {"content": b"hi", "headers": {"content-type": "text/plain"}},
             415,
             "invalid_request_error",
         ),
-        (httpx.get(server.url + "/v1/messages"), 405, "invalid_request_error"),
-        (httpx.post(server.url + "/v1/messages/nope", json={}), 404, "not_found_error"),
-        (httpx.get(server.url + "/v1/models/nope", headers=HEADERS), 404, "not_found_error"),
-    ]
-    for response, status, kind in cases:
-        assert response.status_code == status, response.text
-        error = response.json()
-        assert set(error) == {"type", "error", "request_id"}
-        assert error["type"] == "error" and error["error"]["type"] == kind
-        assert error["request_id"] == response.headers["request-id"]
+        ("GET", "/v1/messages", {}, 405, "invalid_request_error"),
+        ("POST", "/v1/messages/nope", {"json": {}}, 404, "not_found_error"),
+        ("GET", "/v1/models/nope", {"headers": HEADERS}, 404, "not_found_error"),
+    ],
+    ids=["bad json", "bad field type", "text/plain", "GET messages", "unknown route", "unknown model"],
+)
+def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
+    shared: LiveServer, method: str, path: str, request_args: dict[str, Any], status: int, kind: str
+) -> None:
+    response = httpx.request(method, shared.url + path, **request_args)
+    assert response.status_code == status, response.text
+    error = response.json()
+    assert set(error) == {"type", "error", "request_id"}
+    assert error["type"] == "error" and error["error"]["type"] == kind
+    assert error["request_id"] == response.headers["request-id"]
 
 
 def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
