@@ -3,19 +3,17 @@ and once over a real socket for a failure mid-stream."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
 
 from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
-from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
 from tinytitan.testing import sse
+from tinytitan.testing.events import encoded
 
 from .support import MODEL
 
@@ -47,23 +45,10 @@ CALL = [
 ]
 
 
-async def _events(items: Iterable[Event | BaseException]) -> AsyncIterator[Event]:
-    for item in items:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
 def _encode(items: list[Any]) -> list[dict[str, Any]]:
     shell = response_shell(ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True)
 
-    async def run() -> list[dict[str, Any]]:
-        return [
-            sse.data
-            async for sse in encode_stream(_events(items), ResponsesStream(OutputBuilder(shell), lambda _r: None))
-        ]
-
-    out = asyncio.run(run())
+    out = [frame.data for frame in encoded(items, ResponsesStream(OutputBuilder(shell), lambda _r: None))]
     assert [e["sequence_number"] for e in out] == list(range(len(out)))
     assert [e["type"] for e in out[:2]] == ["response.created", "response.in_progress"]
     assert out[0]["response"]["status"] == "in_progress" and out[0]["response"]["output"] == []
