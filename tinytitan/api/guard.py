@@ -20,6 +20,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from tinytitan.api.errors import error_payload, is_anthropic
 from tinytitan.engine.errors import AuthenticationFailed, Forbidden, TinyTitanError, UnsupportedMediaType
+from tinytitan.engine.request import new_id
 
 __all__ = ["GuardConfig", "guarded"]
 
@@ -96,7 +97,7 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        request_id = "req_" + secrets.token_hex(16)
+        request_id = new_id("req_")
         scope.setdefault("state", {})["request_id"] = request_id  # type: ignore[index]
         headers = _headers(scope)
         anthropic = is_anthropic(scope.get("path", ""), headers)
