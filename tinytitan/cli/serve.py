@@ -7,8 +7,8 @@ import logging
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
-from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
+from tinytitan.cli.options import Dtype, ModelFlags, with_model_flags
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["serve"]
 
@@ -17,9 +17,9 @@ def _fail(message: str) -> typer.Exit:
     return fail("serve", message)
 
 
+@with_model_flags()
 def serve(
-    model: Model = None,
-    model_id: ModelId = None,
+    flags: ModelFlags = ModelFlags(),
     host: str = typer.Option(
         DEFAULT_HOST,
         "--host",
@@ -45,10 +45,6 @@ def serve(
         envvar="TINYTITAN_QUEUE_LIMIT",
         help="Requests that may wait beyond the running one; more are refused (429/529).",
     ),
-    max_context: MaxContext = None,
-    reasoning: Reasoning = None,
-    thinking: Thinking = None,
-    stub: Stub = None,
     log_level: str = typer.Option(
         "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
     ),
@@ -85,31 +81,22 @@ def serve(
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
-        level = reasoning_level(reasoning, thinking)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    settings = Settings(
-        model=model,
-        model_id=model_id,
-        host=host,
-        port=port,
-        api_key=api_key,
-        cors_origins=list(cors_origin),
-        queue_limit=queue_limit,
-        max_context=max_context,
-        reasoning=level,
-        stub=stub,
-        log_level=log_level.lower(),
-        prompt_cache_entries=prompt_cache_entries,
-        strip_cli_prompt=strip_cli_prompt,
-        strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
-        prompt_cache_mib=prompt_cache_mib,
-        dtype=dtype,
-        keepalive_seconds=keepalive,
-    )
-    try:
+        settings = flags.settings(
+            host=host,
+            port=port,
+            api_key=api_key,
+            cors_origins=list(cors_origin),
+            queue_limit=queue_limit,
+            log_level=log_level.lower(),
+            prompt_cache_entries=prompt_cache_entries,
+            strip_cli_prompt=strip_cli_prompt,
+            strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
+            prompt_cache_mib=prompt_cache_mib,
+            dtype=dtype,
+            keepalive_seconds=keepalive,
+        )
         settings.check()
-    except SettingsError as exc:
+    except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
 
