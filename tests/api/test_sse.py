@@ -14,6 +14,7 @@ import pytest
 from litestar import Litestar, Request, get
 from litestar.datastructures import State
 from litestar.response import ServerSentEvent
+from litestar.types import HTTPDisconnectEvent, Message
 
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.testing import sse
@@ -62,11 +63,11 @@ class Stream:
     def _on_close(self) -> None:
         self.closed += 1
 
-    async def _receive(self) -> dict[str, Any]:
+    async def _receive(self) -> HTTPDisconnectEvent:
         await self.leave.wait()
         return {"type": "http.disconnect"}
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.headers = {k.decode(): v.decode() for k, v in message["headers"]}
         elif message["type"] == "http.response.body":

@@ -4,7 +4,7 @@ encoder and on the three real ones."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -92,7 +92,7 @@ def test_events_ending_without_finished_are_a_failure(items: list[Event]) -> Non
 def test_closing_the_stream_closes_the_events() -> None:
     closed: list[bool] = []
 
-    async def events() -> AsyncIterator[Event]:
+    async def events() -> AsyncGenerator[Event, None]:
         try:
             yield TextDelta("a")
             yield TextDelta("b")

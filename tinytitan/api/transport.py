@@ -58,6 +58,8 @@ def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:
     class HardenedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
 
+        # H11Protocol's own signature: uvicorn narrows asyncio's BaseTransport to the Transport it is
+        # given, which mypy reports against asyncio.BaseProtocol for every subclass
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_timer()

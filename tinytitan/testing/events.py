@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 
 from tinytitan.api.sse import SSE
 from tinytitan.api.streaming import Encoder, encode_stream
@@ -12,7 +12,7 @@ from tinytitan.engine.events import Event
 __all__ = ["encoded", "event_stream"]
 
 
-async def event_stream(items: Iterable[Event | BaseException]) -> AsyncIterator[Event]:
+async def event_stream(items: Iterable[Event | BaseException]) -> AsyncGenerator[Event, None]:
     """Yield ``items`` in order; an exception among them is raised there (a generation that failed)."""
     for item in items:
         if isinstance(item, BaseException):

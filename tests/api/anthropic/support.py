@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from anthropic.types import ToolParam
+
 from tinytitan.testing.scripts import STUB_MODEL
 
 __all__ = ["CONTEXT", "MODEL", "RULES", "SLOW_TEXT", "WEATHER_TOOL", "body"]
@@ -29,7 +31,7 @@ RULES: list[dict[str, Any]] = [
     {"reply": {"text": "hello from tinytitan"}},
 ]
 
-WEATHER_TOOL: dict[str, Any] = {
+WEATHER_TOOL: ToolParam = {
     "name": "get_weather",
     "description": "Current weather for a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},

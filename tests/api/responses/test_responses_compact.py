@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+from openai.types.responses import ResponseInputParam
 
 from tinytitan.engine.compaction import HANDOVER_ASK
 from tinytitan.testing.scripts import script
@@ -14,7 +15,7 @@ from tinytitan.testing.scripts import script
 from .support import MODEL
 
 NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
-INPUT = [
+INPUT: ResponseInputParam = [
     {"type": "message", "role": "developer", "content": "base prompt"},
     {"type": "message", "role": "user", "content": "Store users somewhere simple."},
     {"type": "message", "role": "assistant", "content": "Using sqlite."},

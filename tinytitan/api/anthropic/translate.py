@@ -156,7 +156,7 @@ class MessagesStream:
         self.blocks = _Blocks()
 
     def start(self) -> list[SSE]:
-        start = {
+        start: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",

@@ -131,6 +131,7 @@ class OutputBuilder:
         self.output.append(item)
         events = [self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item))]
         ids = {"item_id": item["id"], "output_index": index}
+        part: dict[str, Any]
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": ""}
             events.append(self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part))
@@ -149,6 +150,7 @@ class OutputBuilder:
         ids = {"item_id": item["id"], "output_index": index}
         text = "".join(self._buffer)
         events: list[dict[str, Any]] = []
+        part: dict[str, Any]
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": text}
             item["summary"] = [part]

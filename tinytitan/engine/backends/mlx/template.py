@@ -86,7 +86,7 @@ def json_tool_calls(path: Path, template: str) -> bool:
     Only that syntax can be forced (a grammar over it); read from the files, as mlx-lm's tokenizer
     wrapper decides it (an explicit ``tool_parser_type``, else the template), without loading it.
     """
-    declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
+    declared: object = read_json(path / "tokenizer_config.json").get("tool_parser_type")
     if declared is not None:
         return declared == "json_tools"
     if any(marker in template for marker in _OTHER_CALL_SYNTAX):
