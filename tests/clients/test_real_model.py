@@ -8,12 +8,16 @@ prompts fit the context, and the model then writes until the context cap (minute
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from .conftest import Pi, StubServer
+
 
 @pytest.mark.timeout(700)
-def test_pi_says_hi_with_the_real_model(real_model, pi) -> None:  # type: ignore[no-untyped-def]
+def test_pi_says_hi_with_the_real_model(real_model: StubServer, pi: Pi) -> None:
     pi.ws.timeout = 600
     run = pi.run(real_model, "say hi")
     assert run.returncode == 0, run.describe()

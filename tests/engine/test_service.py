@@ -308,13 +308,14 @@ def test_closed_on_error_closes_only_on_an_exception(make_engine: MakeEngine) ->
 
 
 def test_join_reports_a_busy_generation_thread_until_the_job_is_cancelled() -> None:
-    engine = Engine(StubBackend(script({"reply": {"text": "a b c", "chunk_delay_ms": 60_000}})))
+    backend = StubBackend(script({"reply": {"text": "a b c", "chunk_delay_ms": 60_000}}))
+    engine = Engine(backend)
 
     async def run() -> None:
         job = await engine.prepare(ask())
         events = job.events()
         task = asyncio.ensure_future(anext(events))
-        while not engine.backend.recorded:  # the generation thread is in the scripted wait
+        while not backend.recorded:  # the generation thread is in the scripted wait
             await asyncio.sleep(0.01)
         engine.shutdown()
         assert engine.join(timeout=0) is False

@@ -137,7 +137,7 @@ def test_echoed_function_tools_carry_every_required_field() -> None:
     )
     tools = response_shell(wire, model=MODEL, sampling=Sampling(), store=False)["tools"]
     assert tools[0] == {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None}
-    assert tools[1] == wire.tools[1]  # type: ignore[index]
+    assert wire.tools is not None and tools[1] == wire.tools[1]
     assert tools[2]["tools"] == [
         {"type": "function", "name": "h", "description": None, "parameters": None, "strict": None}
     ]
