@@ -11,9 +11,12 @@ import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions  # a TypedDict of its stubs only (nothing at run time)
 
 __all__ = [
     "ANNOTATIONS",
@@ -30,7 +33,7 @@ __all__ = [
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 # compact JSON: no free whitespace, so a document cannot stall in indentation (random weights do)
-JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 DEFAULT_TOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 ANNOTATIONS = frozenset(
     {
@@ -117,7 +120,7 @@ def keyword_paths(schema: Any, keyword: str, path: str = "#") -> Iterator[str]:
 def _compile(schema_json: str) -> tuple[str | None, str | None]:
     import llguidance  # lazy: not needed to start the CLI
 
-    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, overrides=JSON_OPTIONS)  # type: ignore[arg-type]
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, overrides=JSON_OPTIONS)
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:
         return None, messages[0] if messages else "invalid schema"

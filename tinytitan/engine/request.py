@@ -29,12 +29,18 @@ __all__ = [
     "ToolChoice",
     "Turn",
     "ValidatedRequest",
+    "new_id",
     "new_request_id",
 ]
 
 
+def new_id(prefix: str = "") -> str:
+    """A fresh random id: ``prefix`` and 32 hex digits (request ids, and every protocol's wire ids)."""
+    return prefix + secrets.token_hex(16)
+
+
 def new_request_id() -> str:
-    return secrets.token_hex(16)
+    return new_id()
 
 
 @dataclass(frozen=True, slots=True)

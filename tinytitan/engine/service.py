@@ -15,10 +15,10 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
@@ -36,6 +36,7 @@ __all__ = ["Completion", "Engine", "Job"]
 log = logging.getLogger("tinytitan.engine")
 
 _DONE = object()
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -179,7 +180,7 @@ class Engine:
             thread.join(timeout)
         return not any(t.is_alive() for t in self._threads)
 
-    def run_worker(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def run_worker(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
@@ -244,7 +245,7 @@ class Job:
                     finished = event
         return Completion("".join(reasoning), "".join(text), calls, finished, collected)
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self) -> AsyncGenerator[Event, None]:
         try:
             await self.ticket.wait()
             async with contextlib.aclosing(self._rounds()) as rounds:
@@ -253,11 +254,11 @@ class Job:
         finally:
             self.close()
 
-    def _rounds(self) -> AsyncIterator[Event]:
+    def _rounds(self) -> AsyncGenerator[Event, None]:
         """What the job yields once it holds its slot: one generation (the memory loop runs several)."""
         return self._generate(self.generation)
 
-    async def _generate(self, gen: Generation) -> AsyncIterator[Event]:
+    async def _generate(self, gen: Generation) -> AsyncGenerator[Event, None]:
         """Run ``gen`` on the generation thread and yield its events as they come."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()

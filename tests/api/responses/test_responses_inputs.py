@@ -225,18 +225,6 @@ def test_unknown_model_and_bad_json(server: Any) -> None:
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
 
 
-def test_wire_types_never_import_the_engine() -> None:
-    import ast
-    from pathlib import Path
-
-    import tinytitan.api.responses.protocol as protocol
-
-    tree = ast.parse(Path(protocol.__file__).read_text())
-    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not any(name.startswith("tinytitan") for name in imported)
-
-
 def test_errors_name_the_input_item(server: LiveServer) -> None:
     """A tool output answering nothing is named by its own input item and field."""
     body = {

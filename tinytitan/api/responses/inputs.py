@@ -8,22 +8,20 @@ the rest of the request. Everything the one validator checks is left to it.
 from __future__ import annotations
 
 import copy
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.compaction import decode_payload, summary_preamble
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
     ChatRequest,
-    FormatRequest,
     Message,
     ReasoningControls,
-    Sampling,
     Tool,
-    ToolChoice,
+    new_id,
 )
 
 from .protocol import ResponsesRequest
@@ -53,7 +51,7 @@ Resolver = Callable[[str], dict[str, Any] | None]
 
 
 def new_item_id(kind: str) -> str:
-    return f"{_ID_PREFIX.get(kind, 'item')}_{secrets.token_hex(16)}"
+    return new_id(f"{_ID_PREFIX.get(kind, 'item')}_")
 
 
 @dataclass
@@ -247,36 +245,6 @@ def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
     return tuple(out)
 
 
-def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice | None:
-    """``auto`` / ``none`` / ``required`` or ``{"type": "function", "name"}``; other shapes → 400."""
-    if choice is None:
-        return None
-    if choice in ("auto", "none", "required"):
-        return ToolChoice(str(choice))
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        name = choice.get("name")
-        return ToolChoice("function", name if isinstance(name, str) else None)
-    kind = choice.get("type") if isinstance(choice, dict) else choice
-    raise InvalidRequest(
-        f"unsupported tool_choice {kind!r}; use 'auto', 'none', 'required' or a function by name",
-        param="tool_choice",
-    )
-
-
-def _text_format(fmt: dict[str, Any] | None) -> FormatRequest | None:
-    """``text.format`` (reference §6): ``{type: json_schema, name, schema, strict}`` or ``json_object``."""
-    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
-        return None
-    name = fmt.get("name")
-    return FormatRequest(
-        type=str(fmt["type"]),
-        param="text.format",
-        schema_param="text.format.schema",
-        schema=fmt.get("schema"),
-        name=name if isinstance(name, str) else None,
-    )
-
-
 def _refuse(wire: ResponsesRequest) -> None:
     def no(param: str, message: str) -> InvalidRequest:
         return InvalidRequest(message, param=param, code="unsupported_value")
@@ -319,18 +287,12 @@ def to_chat_request(
         model=wire.model,
         messages=tuple(messages),
         tools=map_tools(wire.tools),
-        tool_choice=_tool_choice(wire.tool_choice),
-        sampling=Sampling(
-            temperature=wire.temperature,
-            top_p=wire.top_p,
-            top_k=wire.top_k,
-            presence_penalty=wire.presence_penalty,
-            frequency_penalty=wire.frequency_penalty,
-        ),
+        tool_choice=openai_tool_choice(wire.tool_choice),
+        sampling=sampling_of(wire),
         max_tokens=wire.max_output_tokens,
         cap_param="max_output_tokens",
         reasoning=ReasoningControls(effort=reasoning.effort if reasoning else None),
-        output_format=_text_format(text.format if text else None),
+        output_format=format_request(text.format if text else None, param="text.format"),
         top_logprobs=wire.top_logprobs,
         stream=bool(wire.stream),
         workspace=workspace,

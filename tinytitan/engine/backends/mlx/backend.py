@@ -26,6 +26,7 @@ from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.backends.mlx import loading
 from tinytitan.engine.backends.mlx.resolve import (
     ModelSource,
+    ModelUnavailable,
     context_window,
     read_json,
     resolve_model,
@@ -69,7 +70,7 @@ class MlxBackend(Backend):
     ) -> None:
         if dtype not in loading.DTYPES:
             choices = ", ".join(loading.DTYPES)
-            raise loading.ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
+            raise ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
         self.source: ModelSource = resolve_model(model, model_id)
         path = self.source.path
         self.config = read_json(path / "config.json")

@@ -28,11 +28,12 @@ def make_sampler(sampling: Sampling) -> Callable[[Any], Any]:
     from mlx_lm.sample_utils import make_sampler as _make
 
     temperature = float(sampling.temperature or 0.0)
-    return _make(
+    sampler: Callable[[Any], Any] = _make(
         temp=temperature,
         top_p=float(sampling.top_p if sampling.top_p is not None else 1.0),
         top_k=int(sampling.top_k or 0),
     )
+    return sampler
 
 
 def seed_sampling(sampling: Sampling) -> None:
