@@ -29,7 +29,7 @@ from tinytitan.engine.backends.mlx.resolve import (
     resolve_model,
     sampling_defaults,
 )
-from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler, seed_sampling
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
     json_tool_calls,
@@ -210,7 +210,6 @@ class MlxBackend(Backend):
         if cache is None:
             cache, reused = make_prompt_cache(self._model), 0
         gen.cached_tokens = reused
-        seed_sampling(request.sampling)
         processors = make_processors(request.sampling, tokens, reused)
         self.last_mask = mask = self._grammar_mask(request, prompt)
         if mask is not None:
