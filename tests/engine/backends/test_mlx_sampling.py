@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from tinytitan.engine.backends.mlx.sampling import CANDIDATES, Sampler, make_sampler
+from tinytitan.engine.backends.mlx.sampling import CANDIDATES, PAIRWISE, Sampler, make_sampler
 from tinytitan.engine.request import ChatRequest, Message, ModelInfo, Sampling
 from tinytitan.engine.validate import validate
 
@@ -166,8 +166,9 @@ def test_every_token_tied_at_the_kth_logit_survives_top_k(vocab: int) -> None:
     assert_distribution(tokens, expected)
 
 
-def test_tokens_tied_at_the_top_p_cut_stay_together() -> None:
-    logits = np.log(np.array([0.4, 0.2, 0.2, 0.2] + [1e-4] * 28, dtype=np.float64)).astype(np.float32)
+@pytest.mark.parametrize("vocab", [32, 4 * PAIRWISE])  # compared pairwise / sorted
+def test_tokens_tied_at_the_top_p_cut_stay_together(vocab: int) -> None:
+    logits = np.log(np.array([0.4, 0.2, 0.2, 0.2] + [1e-4] * (vocab - 4), dtype=np.float64)).astype(np.float32)
     tokens = draw(Sampler(1.0, top_p=0.5, seed=6), logits, 20_000, 2_000)
     assert set(tokens.tolist()) == {0, 1, 2, 3}
     assert_distribution(tokens, hf_reference(logits, 1.0, top_p=0.5))

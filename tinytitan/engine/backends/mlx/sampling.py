@@ -57,6 +57,7 @@ __all__ = [
     "BLOCK",
     "CANDIDATES",
     "NORMALISATION_SLACK",
+    "PAIRWISE",
     "REPETITION_WINDOW",
     "Sampler",
     "make_processors",
@@ -66,6 +67,7 @@ __all__ = [
 REPETITION_WINDOW = 256
 BLOCK = 128  # tokens per block of the top-k prefilter (at most; fewer when k × BLOCK nears the vocabulary)
 CANDIDATES = 1024  # without top-k: the top-p / min-p cut is looked for among this many tokens first
+PAIRWISE = 64  # up to this many entries, top-p compares them pairwise instead of sorting
 NORMALISATION_SLACK = 1e-4  # how far float32 log-probabilities may miss summing to 1
 
 LogitsProcessor = Callable[[Any, Any], Any]
@@ -169,21 +171,15 @@ def _draw(x: Any, k: int, cut: _Cut, key: Any, *, rest: str | None = None) -> tu
     same_cut, tail_out = None, None  # (rest) the cut is known exactly / excludes every other token
     if cut.top_p is not None:
         total = mx.sum(w, axis=-1, keepdims=True)  # mass of every token at or above the k-th logit
-        order = mx.argsort(v, axis=-1)
-        sorted_v = mx.take_along_axis(v, order, axis=-1)
-        above = mx.cumsum(mx.take_along_axis(w, order, axis=-1), axis=-1, reverse=True, inclusive=False)
+        above = _mass_above(v, w)
         top_p = max(cut.top_p, 1e-30)  # the best token always survives (top_p 0 is greedy)
-
-        def lowest_kept(mass: Any) -> Any:
-            return mx.min(mx.where(above < top_p * mass, sorted_v, math.inf), axis=-1, keepdims=True)
-
         if rest is None:
-            lowest = lowest_kept(total)
+            keep = above < top_p * total
         else:
             low, high = _whole_mass(x, v, mult, total, cut.inv_t, exact=rest == "exact")
-            lowest = lowest_kept(low)
-            same_cut, tail_out = lowest == lowest_kept(high), total >= top_p * high
-        keep = v >= lowest  # tokens tied at the cut stay together
+            keep = above < top_p * low
+            same_cut = mx.all(keep == (above < top_p * high), axis=-1, keepdims=True)
+            tail_out = total >= top_p * high
     if cut.min_p > 0.0:
         passes = z >= math.log(cut.min_p)
         keep = passes if keep is None else mx.logical_and(keep, passes)
@@ -202,6 +198,22 @@ def _draw(x: Any, k: int, cut: _Cut, key: Any, *, rest: str | None = None) -> tu
     tied = _pick_tie(xb, tie_counts, ties, kth, u[:, 1:])
     token = mx.where(pick == 0, tied, chosen)
     return mx.minimum(token, vocab - 1).reshape(rows).astype(mx.uint32), exact
+
+
+def _mass_above(v: Any, w: Any) -> Any:
+    """Per entry, the mass ``w`` of the entries with a higher value ``v`` (so ties share a cut)."""
+    import mlx.core as mx
+
+    rows, n = v.shape
+    if n <= PAIRWISE:
+        return mx.sum(mx.where(v[:, None, :] > v[:, :, None], w[:, None, :], 0.0), axis=-1)
+    order = mx.argsort(v, axis=-1)  # ascending
+    sorted_v = mx.take_along_axis(v, order, axis=-1)
+    upto = mx.cumsum(mx.take_along_axis(w, order, axis=-1), axis=-1)
+    last = mx.concatenate([sorted_v[:, 1:] != sorted_v[:, :-1], mx.ones((rows, 1), dtype=mx.bool_)], axis=-1)
+    run_end = mx.cummin(mx.where(last, mx.arange(n), n), axis=-1, reverse=True)  # last of each tie run
+    above = upto[:, -1:] - mx.take_along_axis(upto, run_end, axis=-1)
+    return mx.take_along_axis(above, mx.argsort(order, axis=-1), axis=-1)
 
 
 def _whole_mass(x: Any, v: Any, mult: Any, total: Any, inv_t: float, *, exact: bool) -> tuple[Any, Any]:
