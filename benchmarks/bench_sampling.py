@@ -10,9 +10,10 @@
     (random weights), through the real server (streaming Chat Completions over a loopback socket)
     — target ≥ 0.95 — and the same with mlx-lm's sampler swapped back in.
 
-Times are wall-clock per call (mlx evaluated each time) and the process's CPU time per call (less
-sensitive to other processes on a shared machine). Runs under the OpenBLAS preload (re-exec via
-``tinytitan.cpu_blas``). Not part of the test run.
+Times are wall-clock per call (mlx evaluated each time), with the process's CPU time beside them
+(less sensitive to other processes on a shared machine); (b) also gives the ratio in tokens per
+CPU-second (CPU time of the whole request, prefill included, over the tokens it generated).
+Runs under the OpenBLAS preload (re-exec via ``tinytitan.cpu_blas``). Not part of the test run.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def bench_b(n: int, rounds: int) -> None:
 
     print(f"  (b) model defaults: {backend.info.defaults}", flush=True)
     ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
+    cpu_ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
+    cpu_ms: dict[str, float] = {}
     try:
         backend.load()
         with live_server(backend) as live:
@@ -145,14 +148,18 @@ def bench_b(n: int, rounds: int) -> None:
                 ):
                     backend_module.make_sampler = make  # type: ignore[assignment]
                     backend.prompt_cache.clear()
+                    cpu, tokens = time.process_time(), backend.tokens_generated
                     rates[name] = server_decode(live.url, backend, text, n, sampling)
+                    cpu_ms[name] = (time.process_time() - cpu) / (backend.tokens_generated - tokens) * 1e3
                 backend_module.make_sampler = ours_make
                 if round_:
                     for name in ratios:
                         ratios[name].append(rates[name] / rates["greedy"])
+                        cpu_ratios[name].append(cpu_ms["greedy"] / cpu_ms[name])
                 print(
                     f"  (b) round {round_}: greedy {rates['greedy']:.2f}, default sampling {rates['ours']:.2f} "
-                    f"(mlx-lm's sampler {rates['mlx-lm']:.2f}) tok/s",
+                    f"(mlx-lm's sampler {rates['mlx-lm']:.2f}) tok/s; CPU per token (prefill included) "
+                    f"{cpu_ms['greedy']:.0f} / {cpu_ms['ours']:.0f} / {cpu_ms['mlx-lm']:.0f} ms",
                     flush=True,
                 )
     finally:
@@ -161,7 +168,8 @@ def bench_b(n: int, rounds: int) -> None:
     print(
         f"(b) server decode at the model's default sampling ÷ greedy, 0.6B shape: median of paired ratios "
         f"{statistics.median(ratios['ours']):.3f}  (target ≥ 0.95); with mlx-lm's sampler "
-        f"{statistics.median(ratios['mlx-lm']):.3f}",
+        f"{statistics.median(ratios['mlx-lm']):.3f}; tokens per CPU-second, same ratio: "
+        f"{statistics.median(cpu_ratios['ours']):.3f} (mlx-lm's sampler {statistics.median(cpu_ratios['mlx-lm']):.3f})",
         flush=True,
     )
 
