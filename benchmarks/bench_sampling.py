@@ -8,7 +8,8 @@
     for context, the other paths of our sampler (top-k only, no top-k, plain temperature, greedy);
 (b) server decode tok/s at the model's default sampling ÷ greedy on the Qwen3-0.6B-shape model
     (random weights), through the real server (streaming Chat Completions over a loopback socket)
-    — target ≥ 0.95 — and the same with mlx-lm's sampler swapped back in.
+    — target ≥ 0.95 — and the same with mlx-lm's sampler swapped back in; also on the tiny model
+    (hidden 64), where the sampler's cost shows most.
 
 Times are wall-clock per call (mlx evaluated each time), with the process's CPU time beside them
 (less sensitive to other processes on a shared machine); (b) also gives the ratio in tokens per
@@ -119,10 +120,10 @@ def bench_a(rounds: int) -> None:
         print(f"  (a) {name}: {wall:.3f} ms (CPU {cpu:.3f}) per token{misses}", flush=True)
 
 
-def bench_b(n: int, rounds: int) -> None:
+def bench_b(shape: str, n: int, rounds: int) -> None:
     from tinytitan.testing.server import live_server
 
-    backend = MlxBackend(str(tiny_model_dir("0.6b", "bfloat16")))
+    backend = MlxBackend(str(tiny_model_dir(shape, "bfloat16" if shape == "0.6b" else "float32")))
     ours_make = backend_module.make_sampler
 
     def mlx_lm_make(sampling: Sampling) -> Callable[[Any], Any]:  # what the backend did before
@@ -131,7 +132,7 @@ def bench_b(n: int, rounds: int) -> None:
         mx.random.seed(sampling.seed or 0)
         return mlx_lm_sampler(sampling.temperature or 0.0, sampling.top_k or 0, sampling.top_p or 1.0)
 
-    print(f"  (b) model defaults: {backend.info.defaults}", flush=True)
+    print(f"  (b) {shape} model, defaults {backend.info.defaults}", flush=True)
     ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
     cpu_ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
     cpu_ms: dict[str, float] = {}
@@ -166,7 +167,7 @@ def bench_b(n: int, rounds: int) -> None:
         backend_module.make_sampler = ours_make
         backend.unload()
     print(
-        f"(b) server decode at the model's default sampling ÷ greedy, 0.6B shape: median of paired ratios "
+        f"(b) server decode at the model's default sampling ÷ greedy, {shape} shape: median of paired ratios "
         f"{statistics.median(ratios['ours']):.3f}  (target ≥ 0.95); with mlx-lm's sampler "
         f"{statistics.median(ratios['mlx-lm']):.3f}; tokens per CPU-second, same ratio: "
         f"{statistics.median(cpu_ratios['ours']):.3f} (mlx-lm's sampler {statistics.median(cpu_ratios['mlx-lm']):.3f})",
@@ -178,6 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds in (a) and (b)")
     parser.add_argument("--decode", type=int, default=32, help="tokens decoded per request in (b)")
+    parser.add_argument("--shapes", default="0.6b,tiny", help="models for (b): 0.6b (the target), tiny")
     parser.add_argument("--only", default="a,b")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -185,7 +187,8 @@ def main() -> None:
     if "a" in parts:
         bench_a(args.rounds)
     if "b" in parts:
-        bench_b(args.decode, args.rounds)
+        for shape in args.shapes.split(","):
+            bench_b(shape, args.decode, args.rounds)
 
 
 if __name__ == "__main__":
