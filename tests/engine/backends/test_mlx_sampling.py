@@ -103,8 +103,9 @@ def test_matches_the_reference_on_small_logits(case: dict[str, Any]) -> None:
     assert_distribution(tokens, hf_reference(logits, **case))
 
 
+QWEN: dict[str, Any] = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}  # Qwen3's generation_config
 FULL_CASES: list[dict[str, Any]] = [
-    {"temperature": 0.6, "top_k": 20, "top_p": 0.95},
+    QWEN,
     {"temperature": 1.0, "top_k": 40, "min_p": 0.05},
 ]
 
@@ -126,6 +127,22 @@ def test_without_top_k_the_cut_is_found_among_the_candidates_without_a_full_sort
     assert_distribution(tokens, hf_reference(logits, 0.7, top_p=0.9))
     assert sampler.misses["exact"] == 0  # never a full sort
     assert (sampler.misses["bound"] == 0) == (settled_by == "bound")
+
+
+@pytest.mark.parametrize(
+    ("case", "rows", "calls"),
+    [(QWEN, 100, 20), ({"temperature": 1.0, "top_k": 200}, 100, 20), ({"temperature": 0.7, "top_p": 0.9}, 50, 10)],
+    ids=["qwen", "ties-at-the-200th", "no-top-k"],
+)
+def test_bfloat16_log_probabilities(case: dict[str, Any], rows: int, calls: int) -> None:
+    rounded = mx.array(logprobs(zipf_logits(VOCAB, seed=7))).astype(mx.bfloat16)
+    values = np.array(rounded.astype(mx.float32))
+    if case.get("top_k") == 200:
+        assert (values == np.sort(values)[-200]).sum() > 1  # bfloat16 ties at the k-th logit
+    sampler = Sampler(seed=5, **case)
+    x = mx.broadcast_to(rounded[None], (rows, VOCAB)) + mx.zeros((rows, 1), dtype=mx.bfloat16)
+    tokens = np.concatenate([np.array(sampler(x)) for _ in range(calls)])
+    assert_distribution(tokens, hf_reference(values, **case))
 
 
 def test_without_top_k_a_flat_distribution_falls_back_to_the_whole_vocabulary_and_stays_exact() -> None:
