@@ -105,7 +105,7 @@ class Sampler:
         if self.temperature <= 0.0:
             return mx.argmax(logprobs, axis=-1)
         self.key, key = mx.random.split(self.key)
-        x = logprobs.reshape(-1, logprobs.shape[-1])
+        x = logprobs if logprobs.ndim == 2 else logprobs.reshape(-1, logprobs.shape[-1])
         vocab = x.shape[-1]
         cut = _Cut(1.0 / self.temperature, self.top_p if self.top_p < 1.0 else None, self.min_p)
         if 0 < self.top_k < vocab:
@@ -123,7 +123,7 @@ class Sampler:
                 self.misses[rest] += 1
             else:
                 token, _ = _draw(x, vocab, cut, key)
-        return token.reshape(logprobs.shape[:-1])
+        return token if logprobs.ndim == 2 else token.reshape(logprobs.shape[:-1])
 
 
 class _Cut(NamedTuple):
@@ -158,7 +158,9 @@ def _draw(x: Any, k: int, cut: _Cut, key: Any, *, rest: str | None = None) -> tu
     if k < cand.shape[-1]:
         part = mx.argpartition(cand, kth=cand.shape[-1] - k, axis=-1)[:, -k:]
         cand, ids = mx.take_along_axis(cand, part, axis=-1), mx.take_along_axis(ids, part, axis=-1)
-    kth = mx.min(cand, axis=-1, keepdims=True)
+        kth = cand[:, :1]  # the partition's pivot: the k-th largest
+    else:
+        kth = mx.min(cand, axis=-1, keepdims=True)
     tie_counts = mx.sum(xb == kth[..., None], axis=-1)  # (rows, nblocks): tokens tied at the k-th logit
     ties = mx.sum(tie_counts, axis=-1, keepdims=True)
     # Entry 0 stands for every token tied at the k-th logit (drawn uniformly among them below); the
@@ -196,8 +198,8 @@ def _draw(x: Any, k: int, cut: _Cut, key: Any, *, rest: str | None = None) -> tu
     pick = mx.minimum(mx.sum(cum <= u[:, :1] * cum[:, -1:], axis=-1, keepdims=True), k)
     chosen = mx.take_along_axis(mx.concatenate([ids[:, :1], ids], axis=-1), pick, axis=-1)
     tied = _pick_tie(xb, tie_counts, ties, kth, u[:, 1:])
-    token = mx.where(pick == 0, tied, chosen)
-    return mx.minimum(token, vocab - 1).reshape(rows).astype(mx.uint32), exact
+    token = mx.where(pick == 0, tied, chosen).reshape(rows)
+    return (token if nblocks * block == vocab else mx.minimum(token, vocab - 1)), exact  # not a padding slot
 
 
 def _mass_above(v: Any, w: Any) -> Any:
@@ -248,7 +250,7 @@ def _pick_tie(xb: Any, tie_counts: Any, ties: Any, kth: Any, u: Any) -> Any:
     import mlx.core as mx
 
     rows, nblocks, block = xb.shape
-    r = mx.floor(u * ties.astype(mx.float32)).astype(mx.int32)
+    r = (u * ties).astype(mx.int32)  # floor: both are ≥ 0
     before = mx.cumsum(tie_counts, axis=-1, inclusive=False)
     b = mx.sum(before <= r, axis=-1, keepdims=True) - 1  # the block holding tie number r
     r = r - mx.take_along_axis(before, b, axis=-1)
