@@ -8,7 +8,9 @@
     for context, the other paths of our sampler (top-k only, no top-k, plain temperature, greedy);
 (b) server decode tok/s at the model's default sampling ÷ greedy on the Qwen3-0.6B-shape model
     (random weights), through the real server (streaming Chat Completions over a loopback socket)
-    — target ≥ 0.95 — and the same with mlx-lm's sampler swapped back in; also on the tiny model
+    — target ≥ 0.95 — and the same with mlx-lm's sampler swapped back in, and with our sampler at
+    top_k 1 (greedy's tokens: the sampler's own cost without the cost of streaming different text;
+    random weights make sampled text far more varied than a real model's); also on the tiny model
     (hidden 64), where the sampler's cost shows most.
 
 Times are wall-clock per call (mlx evaluated each time), with the process's CPU time beside them
@@ -133,8 +135,8 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
         return mlx_lm_sampler(sampling.temperature or 0.0, sampling.top_k or 0, sampling.top_p or 1.0)
 
     print(f"  (b) {shape} model, defaults {backend.info.defaults}", flush=True)
-    ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
-    cpu_ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": []}
+    ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": [], "top_k 1": []}
+    cpu_ratios: dict[str, list[float]] = {"ours": [], "mlx-lm": [], "top_k 1": []}
     cpu_ms: dict[str, float] = {}
     try:
         backend.load()
@@ -146,6 +148,7 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                     ("greedy", ours_make, None),
                     ("ours", ours_make, {"seed": round_}),
                     ("mlx-lm", mlx_lm_make, {"seed": round_}),
+                    ("top_k 1", ours_make, {"seed": round_, "top_k": 1}),  # our sampler, greedy's text
                 ):
                     backend_module.make_sampler = make  # type: ignore[assignment]
                     backend.prompt_cache.clear()
@@ -159,8 +162,9 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                         cpu_ratios[name].append(cpu_ms["greedy"] / cpu_ms[name])
                 print(
                     f"  (b) round {round_}: greedy {rates['greedy']:.2f}, default sampling {rates['ours']:.2f} "
-                    f"(mlx-lm's sampler {rates['mlx-lm']:.2f}) tok/s; CPU per token (prefill included) "
-                    f"{cpu_ms['greedy']:.0f} / {cpu_ms['ours']:.0f} / {cpu_ms['mlx-lm']:.0f} ms",
+                    f"(mlx-lm's sampler {rates['mlx-lm']:.2f}; ours at top_k 1 {rates['top_k 1']:.2f}) tok/s; "
+                    f"CPU per token (prefill included) {cpu_ms['greedy']:.1f} / {cpu_ms['ours']:.1f} / "
+                    f"{cpu_ms['mlx-lm']:.1f} / {cpu_ms['top_k 1']:.1f} ms",
                     flush=True,
                 )
     finally:
@@ -171,6 +175,11 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
         f"{statistics.median(ratios['ours']):.3f}  (target ≥ 0.95); with mlx-lm's sampler "
         f"{statistics.median(ratios['mlx-lm']):.3f}; tokens per CPU-second, same ratio: "
         f"{statistics.median(cpu_ratios['ours']):.3f} (mlx-lm's sampler {statistics.median(cpu_ratios['mlx-lm']):.3f})",
+        flush=True,
+    )
+    print(
+        f"(b) our sampler at top_k 1 (greedy's tokens, so the same text to stream) ÷ greedy, {shape}: "
+        f"{statistics.median(ratios['top_k 1']):.3f}, per CPU-second {statistics.median(cpu_ratios['top_k 1']):.3f}",
         flush=True,
     )
 
