@@ -111,6 +111,7 @@ class Sampling:
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
+    min_p: float | None = None  # from the model's generation_config only (no protocol has it)
     repetition_penalty: float | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None

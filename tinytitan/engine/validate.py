@@ -310,6 +310,7 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
         temperature=s.temperature if s.temperature is not None else float(defaults["temperature"]),
         top_p=s.top_p if s.top_p is not None else float(defaults["top_p"]),
         top_k=s.top_k if s.top_k is not None else int(defaults["top_k"]),
+        min_p=float(defaults["min_p"]) if defaults.get("min_p") else None,
         repetition_penalty=s.repetition_penalty
         if s.repetition_penalty is not None
         else defaults.get("repetition_penalty"),

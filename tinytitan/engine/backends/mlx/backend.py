@@ -32,7 +32,7 @@ from tinytitan.engine.backends.mlx.resolve import (
     resolve_model,
     sampling_defaults,
 )
-from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler, seed_sampling
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.backends.mlx.syntax import FORCEABLE, HARMONY, tool_syntax, wrap_parser
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
@@ -267,7 +267,6 @@ class MlxBackend(Backend):
         if cache is None:
             cache, reused = make_prompt_cache(self._model), 0
         gen.cached_tokens = reused
-        seed_sampling(request.sampling)
         processors = make_processors(request.sampling, tokens, reused)
         self.last_mask = mask = self._grammar_mask(request, prompt)
         if mask is not None:
