@@ -32,6 +32,11 @@ EXTRA_ENVIRONMENT: dict[str, str] = {
     "TINYTITAN_JS_TIKTOKEN": "Tests only: where js-tiktoken's o200k_base ranks are "
     "(default tests/data/node_modules/js-tiktoken), for the tiny gpt-oss test model.",
 }
+# Option variables some command also reads without having the option (see chat/connect.py).
+ALSO_READ: dict[str, str] = {
+    "TINYTITAN_MODEL": "tinytitan chat loads this model in-process when no local server answers.",
+    "TINYTITAN_PORT": "tinytitan chat looks for the local server on this port.",
+}
 OTHER_ENVIRONMENT: dict[str, str] = {
     "HF_HUB_OFFLINE": "1: use only the Hugging Face cache (a model that is not cached is a clear error).",
     "HF_HOME, HF_HUB_CACHE": "Where the Hugging Face cache lives (default ~/.cache/huggingface/hub); "
@@ -42,7 +47,10 @@ OTHER_ENVIRONMENT: dict[str, str] = {
 FILES: list[tuple[str, str]] = [
     ("~/.cache/tinytitan/", "Converted GGUF models (gguf/<digest>/, keyed by the file's sha256) and the test model."),
     ("~/.cache/huggingface/hub/", "Hugging Face models: serve --model ORG/NAME downloads there once."),
-    ("~/.ollama/models/, ~/.lmstudio/models/", "GGUF files Ollama and LM Studio downloaded, listed by tinytitan models."),
+    (
+        "~/.ollama/models/, ~/.lmstudio/models/",
+        "GGUF files Ollama and LM Studio downloaded, listed by tinytitan models.",
+    ),
     ("~/.local/share/tinytitan/chat_history", "The history of tinytitan chat's prompt."),
     (
         "~/.local/share/tinytitan/memory/",
@@ -181,6 +189,8 @@ def environment() -> dict[str, str]:
                 entry = found.setdefault(name, (f"{flag}: {help_text}", []))
                 entry[1].append(" ".join(path))
     described = {name: f"{text} ({', '.join(sorted(set(cmds)))})" for name, (text, cmds) in found.items()}
+    for name, text in ALSO_READ.items():
+        described[name] = f"{described[name]} {text}"
     return {**described, **EXTRA_ENVIRONMENT}
 
 

@@ -38,7 +38,14 @@ def conventional_metavar(param: Any) -> str:
     return _NAMES.get(annotation, "TEXT")
 
 
+def _no_type(ctx: Any = None) -> None:
+    return None
+
+
 def _polish_param(param: Any) -> None:
+    if type(param).__name__.endswith("Argument") and hasattr(param, "display_type_rich"):
+        # an argument is shown by its metavar already; typer would add its Python type beside it
+        param.display_type_rich = _no_type
     if getattr(param, "is_flag", False):
         param.metavar = ""  # no type after a flag; typer's rich panel would print <bool>
     elif param.metavar is None:
