@@ -163,8 +163,10 @@ def run_section(section: Section, tmp: Path, *, model: Path | None = None, stub_
     shim.chmod(0o755)
     (work / "script.json").write_text(json.dumps(STUB))
     if model is not None:
-        (home / "models").mkdir()
-        (home / "models" / "Qwen3-0.6B").symlink_to(model)
+        local = home / "models" / "Qwen3-0.6B"  # a directory of its own name (its files linked)
+        local.mkdir(parents=True)
+        for item in model.iterdir():
+            (local / item.name).symlink_to(item)
     port = _free_port()
     env = {
         "PATH": os.pathsep.join([str(bin_dir), str(CLIENT_BIN), os.environ.get("PATH", "/usr/bin:/bin")]),

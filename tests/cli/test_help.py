@@ -112,3 +112,11 @@ def test_version_and_help_do_not_import_mlx() -> None:
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "mlx" in done.stdout  # the version text ran
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_version_is_one_number_everywhere() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == __version__
+    assert f"\n## [{__version__}] - " in (ROOT / "CHANGELOG.md").read_text()
