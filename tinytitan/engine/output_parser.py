@@ -74,6 +74,7 @@ class OutputParser:
         self.buffer = ""
         self.tool_buffer = ""
         self.seen_text = False
+        self.held = ""  # trailing whitespace of the visible text: shown only if more text follows
         self.reasoning_started = False
         self.stopped: str | None = None  # the stop string that ended the answer
         self.tool_calls = 0
@@ -105,9 +106,11 @@ class OutputParser:
                     events.append(
                         ReasoningDelta(self.buffer.rstrip() if self.reasoning_started else self.buffer.strip())
                     )
-            else:
-                events.extend(self._visible(self.buffer))
+            else:  # after calls, trailing whitespace only frames them
+                events.extend(self._visible(self.buffer, hold=self.tool_calls > 0))
             self.buffer = ""
+        elif self.held and self.state == "text" and not self.tool_calls:
+            events.extend(self._visible("", hold=False))
         return events
 
     # -- internals ------------------------------------------------------------------------------
@@ -156,7 +159,8 @@ class OutputParser:
             events.extend(self._visible(ready))
             return False
         idx, needle, kind = hit
-        events.extend(self._visible(self.buffer[:idx]))
+        events.extend(self._visible(self.buffer[:idx], hold=kind != "stop"))
+        self.held = ""  # the whitespace before a thought or a call frames it: not part of the answer
         self.buffer = self.buffer[idx + len(needle) :]
         if kind == "stop":
             self.stopped = needle
@@ -185,9 +189,13 @@ class OutputParser:
             events.append(ReasoningDelta(thought))
         return idx >= 0
 
-    def _visible(self, text: str) -> list[Any]:
+    def _visible(self, text: str, *, hold: bool = True) -> list[Any]:
+        text, self.held = self.held + text, ""
         if not self.seen_text:
             text = text.lstrip()  # whitespace between thoughts, calls and the answer is not an answer
+        if hold:
+            shown = text.rstrip()
+            text, self.held = shown, text[len(shown) :]
         if not text:
             return []
         self.seen_text = True
