@@ -37,6 +37,12 @@ EXAMPLES: dict[tuple[str, ...], str] = {
         "tinytitan models --json",
         "tinytitan models --url http://127.0.0.1:8096  # what a running server serves",
     ),
+    ("models", "pull"): _block(  # for the catalog branch's subcommands (used once they exist)
+        "tinytitan models pull mlx-community/Qwen3-0.6B-4bit  # into the Hugging Face cache",
+    ),
+    ("models", "rm"): _block(
+        "tinytitan models rm mlx-community/Qwen3-0.6B-4bit --yes",
+    ),
     ("count-tokens",): _block(
         "tinytitan count-tokens request.json --model mlx-community/Qwen3-0.6B-4bit",
         "tinytitan count-tokens - --json < request.json  # the request on stdin",
