@@ -172,7 +172,7 @@ class MlxBackend(Backend):
                         cache = Path(tempfile.gettempdir()) / "tinytitan-o200k"
                         self._harmony = load_encoding(self.source.path, cache)
                     except RuntimeError as exc:
-                        raise loading.ModelUnavailable(str(exc)) from exc
+                        raise ModelUnavailable(str(exc)) from exc
         return self._harmony
 
     def output_parser(self, **options: Any) -> OutputParser:
