@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.errors import Unsupported
-from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, OutputParser, ToolParser, json_tool_parser
+from tinytitan.engine.output_parser import (
+    QWEN_MARKERS,
+    EventParser,
+    Markers,
+    OutputParser,
+    ToolParser,
+    json_tool_parser,
+)
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["Backend", "Generation", "Piece", "Prompt"]
@@ -84,7 +91,7 @@ class Backend(ABC):
         """Release the weights; True when something was resident."""
         return False
 
-    def output_parser(self, **options: Any) -> OutputParser:
+    def output_parser(self, **options: Any) -> EventParser:
         """The parser this model's raw output goes through (``OutputParser`` options: stop, tools, ...)."""
         return OutputParser(markers=self.markers, tool_parser=self.tool_parser, **options)
 

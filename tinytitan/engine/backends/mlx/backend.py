@@ -43,7 +43,7 @@ from tinytitan.engine.backends.mlx.template import (
     thinking_kwargs,
 )
 from tinytitan.engine.errors import InvalidRequest
-from tinytitan.engine.output_parser import Markers, OutputParser, ToolParser, json_tool_parser
+from tinytitan.engine.output_parser import EventParser, Markers, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
 
@@ -172,14 +172,14 @@ class MlxBackend(Backend):
                         cache = Path(tempfile.gettempdir()) / "tinytitan-o200k"
                         self._harmony = load_encoding(self.source.path, cache)
                     except RuntimeError as exc:
-                        raise loading.ModelUnavailable(str(exc)) from exc
+                        raise ModelUnavailable(str(exc)) from exc
         return self._harmony
 
-    def output_parser(self, **options: Any) -> OutputParser:
+    def output_parser(self, **options: Any) -> EventParser:
         if self.syntax == HARMONY:
             from tinytitan.engine.harmony import HarmonyParser
 
-            return HarmonyParser(self.harmony, **options)  # type: ignore[return-value]
+            return HarmonyParser(self.harmony, **options)
         return super().output_parser(**options)
 
     # -- lifecycle --------------------------------------------------------------------------------
