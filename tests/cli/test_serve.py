@@ -38,6 +38,8 @@ def test_help_lists_serve_and_version() -> None:
         "--thinking",
         "--stub",
         "--log-level",
+        "--prompt-cache-dir",
+        "--prompt-cache-disk-mib",
         "TINYTITAN_PORT",
     ):
         assert flag in serve_help

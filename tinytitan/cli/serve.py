@@ -61,6 +61,19 @@ def serve(
     prompt_cache_mib: int = typer.Option(
         2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB", help="Memory bound of the prompt cache (MiB)."
     ),
+    prompt_cache_dir: str = typer.Option(
+        None,
+        "--prompt-cache-dir",
+        envvar="TINYTITAN_PROMPT_CACHE_DIR",
+        metavar="DIR",
+        help="Also keep prompt-cache KV snapshots on disk here, so long prefixes stay warm across restarts.",
+    ),
+    prompt_cache_disk_mib: int = typer.Option(
+        8192,
+        "--prompt-cache-disk-mib",
+        envvar="TINYTITAN_PROMPT_CACHE_DISK_MIB",
+        help="Size cap of --prompt-cache-dir (MiB); least recently used snapshots go first.",
+    ),
     strip_cli_prompt: bool = typer.Option(
         False,
         "--strip-cli-prompt",
@@ -104,6 +117,8 @@ def serve(
         strip_cli_prompt=strip_cli_prompt,
         strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
         prompt_cache_mib=prompt_cache_mib,
+        prompt_cache_dir=prompt_cache_dir,
+        prompt_cache_disk_mib=prompt_cache_disk_mib,
         dtype=dtype,
         keepalive_seconds=keepalive,
     )

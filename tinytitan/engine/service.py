@@ -132,6 +132,7 @@ class Engine:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self.backend.close()
 
     def join(self, timeout: float | None = None) -> bool:
         """After ``shutdown``: wait for the generation thread to finish; True when it has.

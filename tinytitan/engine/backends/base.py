@@ -84,6 +84,9 @@ class Backend(ABC):
         """Release the weights; True when something was resident."""
         return False
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Finish background work (e.g. prompt-cache writes) before the process exits."""
+
     def count_text(self, text: str) -> int:
         """Tokens ``text`` takes in this model's own tokenizer (no template applied).
 

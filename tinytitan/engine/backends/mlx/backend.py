@@ -41,6 +41,7 @@ from tinytitan.engine.backends.mlx.template import (
 )
 from tinytitan.engine.output_parser import Markers, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
+from tinytitan.engine.prompt_cache_disk import DiskTier
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
 
 __all__ = ["PREFILL_STEP", "MlxBackend"]
@@ -63,6 +64,8 @@ class MlxBackend(Backend):
         prompt_cache_entries: int = 4,
         prompt_cache_mib: int = 2048,
         dtype: str = "auto",
+        prompt_cache_dir: str | None = None,
+        prompt_cache_disk_mib: int = 8192,
     ) -> None:
         if dtype not in loading.DTYPES:
             choices = ", ".join(loading.DTYPES)
@@ -81,7 +84,9 @@ class MlxBackend(Backend):
             forced_tool_calls=json_tool_calls(path, self.template),
         )
         self.dtype = dtype
-        self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20)
+        disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20) if prompt_cache_dir else None
+        self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
+        self._identity: str | None = None
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self._model: Any = None
         self._tokenizer: Any = None
@@ -101,6 +106,13 @@ class MlxBackend(Backend):
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    @property
+    def identity(self) -> str:
+        """The model identity prompt-cache snapshots are keyed by (``loading.model_identity``)."""
+        if self._identity is None:
+            self._identity = loading.model_identity(self.source.path, self.dtype)
+        return self._identity
 
     @property
     def tokenizer(self) -> Any:
@@ -161,7 +173,8 @@ class MlxBackend(Backend):
     def unload(self) -> bool:
         was = self._model is not None
         self._model = None
-        self.prompt_cache.clear()
+        self.prompt_cache.flush(timeout=60)  # the disk tier keeps this model's prefixes warm
+        self.prompt_cache.clear(self.identity)
         if was:
             import mlx.core as mx
 
@@ -206,7 +219,7 @@ class MlxBackend(Backend):
             return
         self.load()
         tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
-        cache, reused = self.prompt_cache.fetch(tokens)
+        cache, reused = self.prompt_cache.fetch(tokens, self.identity)
         if cache is None:
             cache, reused = make_prompt_cache(self._model), 0
         gen.cached_tokens = reused
@@ -284,4 +297,9 @@ class MlxBackend(Backend):
         offset = getattr(cache[0], "offset", None) if cache else None
         if not isinstance(offset, int) or offset <= reused or offset > len(sequence):
             return
-        self.prompt_cache.store(sequence[:offset], cache)
+        self.prompt_cache.store(sequence[:offset], cache, self.identity)
+
+    def close(self) -> None:
+        """Let the disk tier finish writing (server shutdown)."""
+        if not self.prompt_cache.flush(timeout=30):
+            log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
