@@ -38,6 +38,7 @@ class Settings:
     api_key: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     queue_limit: int = 4
+    max_concurrent: int = 4  # generations decoded together in one batch (README: why 4)
     max_context: int | None = None
     reasoning: str | None = None
     stub: str | None = None
@@ -63,6 +64,8 @@ class Settings:
                 "use the model. Pass --api-key KEY (clients then send it as a Bearer token or x-api-key), "
                 "or bind to 127.0.0.1."
             )
+        if self.max_concurrent < 1:
+            raise SettingsError("--max-concurrent must be at least 1")
         if self.queue_limit < 0:
             raise SettingsError("--queue-limit must be 0 or more")
         if self.keepalive_seconds <= 0:
