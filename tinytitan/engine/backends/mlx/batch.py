@@ -86,6 +86,7 @@ class BatchRunner:
         self._make_sampler = make_sampler
         self._make_processors = make_processors
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
+        self.peak_rows = 0  # the most rows one step decoded (tests, benchmarks)
         self._inbox: queue.SimpleQueue[Row | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -215,6 +216,7 @@ class BatchRunner:
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
         _prompts, responses = gen.next()
+        self.peak_rows = max(self.peak_rows, len(responses))
         for response in responses:
             row = rows.get(response.uid)
             if row is None:

@@ -1,0 +1,143 @@
+"""Continuous batching (``--max-concurrent``) with the tiny real model, over HTTP.
+
+Requests decoded together in one batch must give exactly what they give one at a time, each with
+its own prompt, cap, stop string and grammar; a client that leaves frees its row and its slot.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.engine.backends.mlx.batch import BatchRunner
+from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.settings import Settings
+
+OFF = {"chat_template_kwargs": {"enable_thinking": False}}
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "rank": {"enum": [1, 2, 3]}},
+    "required": ["city", "rank"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def live(tiny_dir: Path) -> Iterator[LiveServer]:
+    # no prompt cache: a reused prefix is not what these tests compare
+    backend = MlxBackend(str(tiny_dir), prompt_cache_entries=0, max_concurrent=4)
+    with live_server(backend, settings=Settings(queue_limit=0)) as server:
+        yield server
+
+
+def runner(live: LiveServer) -> BatchRunner:
+    backend = live.engine.backend
+    assert isinstance(backend, MlxBackend) and backend._runner is not None
+    return backend._runner
+
+
+def wait_until(condition: Callable[[], bool], limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def ask(live: LiveServer, content: str, **fields: Any) -> dict[str, Any]:
+    body = {
+        "model": live.engine.info.id,
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        **OFF,
+        **fields,
+    }
+    r = httpx.post(live.v1 + "/chat/completions", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def outcome(obj: dict[str, Any]) -> tuple[str, str, int]:
+    choice = obj["choices"][0]
+    return choice["message"]["content"], choice["finish_reason"], obj["usage"]["completion_tokens"]
+
+
+def test_four_at_once_give_what_each_gives_alone(live: LiveServer) -> None:
+    probe = ask(live, "Name three rivers.", max_tokens=24)["choices"][0]["message"]["content"]
+    stop = probe[6:9]
+    assert stop and probe.count(stop) >= 1
+    requests: list[tuple[str, dict[str, Any]]] = [
+        ("Tell me about the sea.", {"max_tokens": 40}),
+        ("A short one.", {"max_tokens": 7}),
+        ("Name three rivers.", {"max_tokens": 24, "stop": [stop]}),
+        (
+            "Give me a city as JSON.",
+            {"max_tokens": 60, "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": SCHEMA}}},
+        ),
+    ]
+    alone = [outcome(ask(live, text, **fields)) for text, fields in requests]
+    assert alone[2][1] == "stop" and not alone[2][0].endswith(stop)
+    assert alone[1][1] == "length" and alone[1][2] == 7
+    document = json.loads(alone[3][0])
+    assert set(document) == {"city", "rank"}
+    barrier = threading.Barrier(len(requests))
+
+    def together(item: tuple[str, dict[str, Any]]) -> tuple[str, str, int]:
+        barrier.wait()
+        return outcome(ask(live, item[0], **item[1]))
+
+    runner(live).peak_rows = 0
+    with ThreadPoolExecutor(len(requests)) as pool:
+        batched = list(pool.map(together, requests))
+    assert batched == alone
+    assert runner(live).peak_rows >= 3  # they really shared the batch
+
+
+def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveServer) -> None:
+    others = [("First of three.", 60), ("Second of three.", 70), ("Third of three.", 80)]
+    alone = [outcome(ask(live, text, max_tokens=n)) for text, n in others]
+    victim_seen = threading.Event()
+    victim_closed = threading.Event()
+
+    def victim() -> None:
+        body = {
+            "model": live.engine.info.id,
+            "messages": [{"role": "user", "content": "Talk for a long time."}],
+            "max_tokens": 2000,
+            "temperature": 0,
+            "stream": True,
+            **OFF,
+        }
+        with httpx.stream("POST", live.v1 + "/chat/completions", json=body, timeout=300) as r:
+            deltas = 0
+            for line in r.iter_lines():
+                if '"content"' in line:
+                    deltas += 1
+                if deltas >= 3:
+                    victim_seen.set()
+                    break  # the client goes away mid-stream
+        victim_closed.set()
+
+    with ThreadPoolExecutor(4) as pool:
+        gone = pool.submit(victim)
+        assert victim_seen.wait(120)
+        futures = [pool.submit(lambda t=t, n=n: outcome(ask(live, t, max_tokens=n))) for t, n in others]
+        assert victim_closed.wait(60)
+        # its slot comes back while the three still run: a fifth request is admitted, not refused
+        wait_until(lambda: live.engine.queue.running <= 3)
+        fifth = ask(live, "And a fifth.", max_tokens=3)
+        assert fifth["choices"][0]["finish_reason"] == "length"
+        results = [f.result(timeout=300) for f in futures]
+        gone.result()
+    assert results == alone
+    assert runner(live).tokens_generated < 10**6
+    wait_until(lambda: live.engine.queue.running == 0)
+
