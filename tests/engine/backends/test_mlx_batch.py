@@ -19,8 +19,8 @@ import pytest
 
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.backends.mlx.batch import BatchRunner
-from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.settings import Settings
+from tinytitan.testing.server import LiveServer, live_server
 
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
 SCHEMA = {
@@ -80,7 +80,10 @@ def test_four_at_once_give_what_each_gives_alone(live: LiveServer) -> None:
         ("Name three rivers.", {"max_tokens": 24, "stop": [stop]}),
         (
             "Give me a city as JSON.",
-            {"max_tokens": 60, "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": SCHEMA}}},
+            {
+                "max_tokens": 60,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": SCHEMA}},
+            },
         ),
     ]
     alone = [outcome(ask(live, text, **fields)) for text, fields in requests]
@@ -140,4 +143,3 @@ def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveSe
     assert results == alone
     assert runner(live).tokens_generated < 10**6
     wait_until(lambda: live.engine.queue.running == 0)
-
