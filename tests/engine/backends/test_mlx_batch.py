@@ -65,6 +65,14 @@ def ask(live: LiveServer, content: str, **fields: Any) -> dict[str, Any]:
     return dict(r.json())
 
 
+def delta_text(line: str) -> str:
+    """The content of a Chat Completions stream line ('' for anything else)."""
+    if not line.startswith("data: {"):
+        return ""
+    choices = json.loads(line[6:]).get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
+
+
 def outcome(obj: dict[str, Any]) -> tuple[str, str, int]:
     choice = obj["choices"][0]
     return choice["message"]["content"], choice["finish_reason"], obj["usage"]["completion_tokens"]
@@ -122,7 +130,7 @@ def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveSe
         with httpx.stream("POST", live.v1 + "/chat/completions", json=body, timeout=300) as r:
             deltas = 0
             for line in r.iter_lines():
-                if '"content"' in line:
+                if delta_text(line):
                     deltas += 1
                 if deltas >= 3:
                     victim_seen.set()
@@ -143,3 +151,54 @@ def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveSe
     assert results == alone
     assert runner(live).tokens_generated < 10**6
     wait_until(lambda: live.engine.queue.running == 0)
+
+
+def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveServer) -> None:
+    from tinytitan.engine.backends.mlx.batch import PREFILL_STEP
+
+    started = threading.Event()
+    first_of_long = threading.Event()
+    tokens_while_prefilling: list[int] = []
+
+    def running() -> None:
+        body = {
+            "model": live.engine.info.id,
+            "messages": [{"role": "user", "content": "Keep going."}],
+            "max_tokens": 400,
+            "temperature": 0,
+            "stream": True,
+            **OFF,
+        }
+        with httpx.stream("POST", live.v1 + "/chat/completions", json=body, timeout=300) as r:
+            for line in r.iter_lines():
+                if delta_text(line):
+                    started.set()
+                    if not first_of_long.is_set() and submitted.is_set():
+                        tokens_while_prefilling.append(1)
+
+    submitted = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        stream = pool.submit(running)
+        assert started.wait(120)
+        steps_before = len(runner(live).steps)
+        submitted.set()
+        long_prompt = "word " * (3 * PREFILL_STEP)  # three chunks and more
+        body = {
+            "model": live.engine.info.id,
+            "messages": [{"role": "user", "content": long_prompt}],
+            "max_tokens": 2,
+            "temperature": 0,
+            "stream": True,
+            **OFF,
+        }
+        with httpx.stream("POST", live.v1 + "/chat/completions", json=body, timeout=300) as r:
+            for line in r.iter_lines():
+                if delta_text(line):
+                    first_of_long.set()
+        stream.result(timeout=300)
+    during = list(runner(live).steps)[steps_before:]
+    prefilling = [(rows, n) for rows, n in during if n > 0]
+    assert len(prefilling) >= 3  # the long prompt went in chunk by chunk …
+    assert all(n <= PREFILL_STEP for _rows, n in prefilling)  # … never more than one chunk per step …
+    assert all(rows >= 1 for rows, _n in prefilling)  # … each step also decoding the running stream
+    assert len(tokens_while_prefilling) >= 3

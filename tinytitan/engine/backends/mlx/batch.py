@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from collections import deque
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class BatchRunner:
         self._make_processors = make_processors
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.peak_rows = 0  # the most rows one step decoded (tests, benchmarks)
+        self.steps: deque[tuple[int, int]] = deque(maxlen=4096)  # per step: (rows decoded, prompt tokens)
         self._inbox: queue.SimpleQueue[Row | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -215,7 +217,9 @@ class BatchRunner:
                 row.out.put(error if isinstance(error, TinyTitanError) else GenerationFailed(str(error)))
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
+        prefilled = gen._counters.prompt_tokens
         _prompts, responses = gen.next()
+        self.steps.append((len(responses), gen._counters.prompt_tokens - prefilled))
         self.peak_rows = max(self.peak_rows, len(responses))
         for response in responses:
             row = rows.get(response.uid)
