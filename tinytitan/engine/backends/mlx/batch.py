@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections import deque
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
