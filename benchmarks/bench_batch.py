@@ -1,0 +1,143 @@
+"""Continuous batching: throughput by batch size, and how often batch company changes an output.
+
+    python benchmarks/bench_batch.py [--only scale,flips] [--rows 1,2,4,8] [--runs 40] [--blas openblas|blis]
+
+- **scale** (0.6B shape, fp32): N rows decoding together through ``BatchRunner`` (greedy, short
+  different prompts, all admitted at once); aggregate decode tok/s (steps with every row decoding)
+  ÷ one row's. This is what ``--max-concurrent``'s default is chosen by.
+- **flips** (tiny model): a request alone, then the same request decoded beside three others; the
+  share of requests whose output differs and where it first differs. Rows never share random
+  state (each sampler owns its key), so a difference can only come from summation order: a batch of
+  rows is one matrix product, one row alone another, and a BLAS may add in a different order —
+  which flips a near-tie now and then. Run for greedy and for sampled (seeded) requests.
+
+Not part of the test run; times are noisy on this shared box — read the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_decode import preload
+
+
+def make_runner(model: Any, rows: int) -> Any:
+    from tinytitan.engine.backends.mlx.batch import BatchRunner
+    from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+    from tinytitan.engine.prompt_cache import PromptCache
+
+    return BatchRunner(
+        model, PromptCache(0), "bench", [], rows, make_sampler=make_sampler, make_processors=make_processors
+    )
+
+
+def run_rows(runner: Any, prompts: list[list[int]], samplings: list[Any], n: int) -> list[list[int]]:
+    """Submit every prompt at once; the tokens each row produced."""
+    from tinytitan.engine.backends.mlx.batch import END, Row
+
+    rows = [Row(p, n, s, threading.Event(), out=queue.SimpleQueue()) for p, s in zip(prompts, samplings, strict=True)]
+    for row in rows:
+        runner.submit(row)
+    out: list[list[int]] = []
+    for row in rows:
+        tokens = []
+        while (item := row.out.get()) is not END:
+            if isinstance(item, BaseException):
+                raise item
+            tokens.append(item)
+        out.append(tokens)
+    return out
+
+
+def part_scale(model: Any, counts: list[int], n: int) -> None:
+    from tinytitan.engine.request import Sampling
+
+    base = None
+    for rows in counts:
+        runner = make_runner(model, rows)
+        prompts = [list(range(1000 + 97 * i, 1032 + 97 * i)) for i in range(rows)]
+        run_rows(runner, prompts[:1], [Sampling(temperature=0.0)], 2)  # warm
+        runner.steps.clear()
+        t = time.perf_counter()
+        run_rows(runner, prompts, [Sampling(temperature=0.0)] * rows, n)
+        wall = time.perf_counter() - t
+        full = [r for r, p in runner.steps if r == rows and p == 0]
+        runner.close()
+        aggregate = rows * n / wall
+        base = base or aggregate
+        print(
+            f"  {rows} rows: {aggregate:.2f} tok/s aggregate over the whole run ({len(full)} steps with every row "
+            f"decoding) = {aggregate / base:.2f}× one row",
+            flush=True,
+        )
+
+
+def part_flips(model: Any, runs: int, n: int) -> None:
+    from tinytitan.engine.backends.mlx.sampling import make_sampler
+    from tinytitan.engine.request import Sampling
+
+    if not hasattr(make_sampler(Sampling(temperature=1.0, seed=1)), "key"):
+        print("flips: needs the per-request sampler (a sampler that owns its random key); skipped", flush=True)
+        return
+    for label, sampling in (
+        ("greedy", lambda i: Sampling(temperature=0.0)),
+        ("sampled", lambda i: Sampling(temperature=0.6, top_p=0.95, top_k=20, seed=i)),
+    ):
+        alone_runner, batch_runner = make_runner(model, 1), make_runner(model, 4)
+        differ, first = 0, []
+        for i in range(runs):
+            prompt = list(range(2000 + 31 * i, 2040 + 31 * i))
+            company = [list(range(5000 + 53 * (i + j), 5030 + 53 * (i + j) + 7 * j)) for j in range(1, 4)]
+            (alone,) = run_rows(alone_runner, [prompt], [sampling(i)], n)
+            together = run_rows(
+                batch_runner, [prompt, *company], [sampling(i), *(sampling(1000 + i) for _ in company)], n
+            )
+            if together[0] != alone:
+                differ += 1
+                first.append(
+                    next((k for k, (a, b) in enumerate(zip(alone, together[0], strict=False)) if a != b), len(alone))
+                )
+        alone_runner.close()
+        batch_runner.close()
+        where = f"; first differing token at {sorted(first)}" if first else ""
+        print(f"flips ({label}): {differ} of {runs} requests ({differ / runs:.1%}) differ beside 3 others{where}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blas", default="openblas")
+    parser.add_argument("--only", default="scale,flips")
+    parser.add_argument("--rows", default="1,2,4,8")
+    parser.add_argument("--decode", type=int, default=16, help="tokens per row in scale")
+    parser.add_argument("--runs", type=int, default=40, help="requests compared in flips")
+    parser.add_argument("--flip-tokens", type=int, default=32)
+    args = parser.parse_args()
+    lib = preload(args.blas)
+    import mlx.core as mx
+    from mlx_lm.utils import load_model
+
+    from tinytitan.testing.tiny_model import tiny_model_dir
+
+    print(f"BLAS {lib}", flush=True)
+    parts = set(args.only.split(","))
+    if "scale" in parts:
+        model, _ = load_model(tiny_model_dir("0.6b", "float32"), lazy=True)
+        mx.eval(model.parameters())
+        part_scale(model, [int(x) for x in args.rows.split(",")], args.decode)
+        del model
+    if "flips" in parts:
+        model, _ = load_model(tiny_model_dir(), lazy=True)
+        mx.eval(model.parameters())
+        part_flips(model, args.runs, args.flip_tokens)
+
+
+if __name__ == "__main__":
+    main()
