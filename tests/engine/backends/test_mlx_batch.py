@@ -202,3 +202,99 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
     assert all(n <= PREFILL_STEP for _rows, n in prefilling)  # … never more than one chunk per step …
     assert all(rows >= 1 for rows, _n in prefilling)  # … each step also decoding the running stream
     assert len(tokens_while_prefilling) >= 3
+
+
+# -- the runner on its own -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model(tiny_dir: Path) -> Any:
+    import mlx.core as mx
+    from mlx_lm.utils import load_model
+
+    loaded, _config = load_model(tiny_dir, lazy=True)
+    mx.eval(loaded.parameters())
+    return loaded
+
+
+def make_runner(model: Any, processors: Callable[..., list[Any]] | None = None) -> BatchRunner:
+    from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+    from tinytitan.engine.prompt_cache import PromptCache
+
+    return BatchRunner(
+        model, PromptCache(0), "m", [], 4, make_sampler=make_sampler, make_processors=processors or make_processors
+    )
+
+
+def drain(row: Any) -> list[Any]:
+    from tinytitan.engine.backends.mlx.batch import END
+
+    items = []
+    while True:
+        item = row.out.get(timeout=120)
+        if item is END or isinstance(item, BaseException):
+            return [*items, item]
+        items.append(item)
+
+
+def rows(prompts: list[list[int]], seeds: list[int], n: int = 12) -> list[Any]:
+    from tinytitan.engine.backends.mlx.batch import Row
+    from tinytitan.engine.request import Sampling
+
+    return [Row(p, n, Sampling(temperature=0.0, seed=s), threading.Event()) for p, s in zip(prompts, seeds, strict=True)]
+
+
+PROMPTS = [[10, 20, 30, 40], [50, 60, 70], [80, 90, 100, 110, 120]]
+
+
+def test_a_failing_processor_fails_its_own_row_only(model: Any) -> None:
+    from tinytitan.engine.errors import GenerationFailed
+
+    def processors(sampling: Any, _tokens: Any, _reused: int) -> list[Any]:
+        def boom(_tokens: Any, _logits: Any) -> Any:
+            raise ValueError("the grammar rejects this")
+
+        return [boom] if sampling.seed == 13 else []
+
+    runner = make_runner(model, processors)
+    alone = []
+    for r in rows(PROMPTS[:2], [1, 2]):
+        runner.submit(r)
+        alone.append(drain(r))
+    together = rows([*PROMPTS[:2], PROMPTS[2]], [1, 2, 13])
+    for r in together:
+        runner.submit(r)
+    results = [drain(r) for r in together]
+    runner.close()
+    assert isinstance(results[2][-1], GenerationFailed) and results[2][:-1] == []
+    assert results[:2] == alone and [len(r) for r in alone] == [13, 13]  # twelve tokens and END each
+
+
+def test_a_batch_that_fails_fails_its_rows_and_the_next_request_starts_afresh(model: Any) -> None:
+    from tinytitan.engine.errors import GenerationFailed
+
+    class Flaky:
+        """The model, failing on its third call."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.calls = inner, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("out of memory")
+            return self.inner(*args, **kwargs)
+
+    runner = make_runner(Flaky(model))
+    first = rows(PROMPTS[:2], [1, 2], n=20)
+    for r in first:
+        runner.submit(r)
+    assert all(isinstance(drain(r)[-1], GenerationFailed) for r in first)
+    (again,) = rows(PROMPTS[:1], [1], n=5)
+    runner.submit(again)
+    result = drain(again)
+    runner.close()
+    assert len(result) == 6 and not isinstance(result[-1], BaseException)

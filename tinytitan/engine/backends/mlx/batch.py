@@ -96,22 +96,23 @@ class BatchRunner:
 
     # -- job threads ------------------------------------------------------------------------------
     def submit(self, row: Row) -> None:
-        with self._lock:
+        with self._lock:  # under the lock: a runner that fails can hand back every row it was given
             if self._closed:
                 raise GenerationFailed("the model was unloaded")
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tinytitan-batch", daemon=True)
                 self._thread.start()
-        self._inbox.put(row)
+            self._inbox.put(row)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the runner thread (rows still running end with an error); the model is released."""
         with self._lock:
             self._closed = True
             thread = self._thread
-        self._inbox.put(None)
+            self._inbox.put(None)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        self.model = None
 
     # -- the runner thread ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -124,24 +125,28 @@ class BatchRunner:
             prefill_step_size=self.prefill_step,
         )
         rows: dict[int, Row] = {}
+        error: BaseException = GenerationFailed("the model was unloaded")
         try:
-            while True:
-                if not self._admit(gen, rows):
-                    return
+            while self._admit(gen, rows):
                 self._drop_leavers(gen, rows)
                 if rows:
                     self._step(gen, rows)
-        except BaseException as exc:  # the batch itself failed: every row ends with the error
+        except Exception as exc:  # the batch itself failed: its rows end with the error
             log.exception("the batch runner failed")
-            for row in rows.values():
-                row.out.put(exc if isinstance(exc, TinyTitanError) else GenerationFailed())
-            rows.clear()
-            raise
+            error = exc if isinstance(exc, TinyTitanError) else GenerationFailed()
         finally:
+            with self._lock:  # the next submit starts a fresh runner; rows not yet taken fail now
+                self._thread = None
+                while True:
+                    try:
+                        waiting = self._inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if waiting is not None:
+                        rows[-id(waiting)] = waiting
             for row in rows.values():
-                row.out.put(GenerationFailed("the model was unloaded"))
+                row.out.put(error)
             gen.close()
-            self.model = None
 
     def _admit(self, gen: Any, rows: dict[int, Row]) -> bool:
         """Take newcomers (waiting for one when idle); False when the runner is closed."""
@@ -212,9 +217,11 @@ class BatchRunner:
             if row.error is None:
                 self._remember(cache, tokens)
                 row.out.put(END)
+            elif isinstance(row.error, TinyTitanError):
+                row.out.put(row.error)
             else:
-                error = row.error
-                row.out.put(error if isinstance(error, TinyTitanError) else GenerationFailed(str(error)))
+                log.error("a logits processor failed: %r", row.error)
+                row.out.put(GenerationFailed())
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
         prefilled = gen._counters.prompt_tokens
