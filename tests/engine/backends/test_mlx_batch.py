@@ -241,7 +241,8 @@ def rows(prompts: list[list[int]], seeds: list[int], n: int = 12) -> list[Any]:
     from tinytitan.engine.backends.mlx.batch import Row
     from tinytitan.engine.request import Sampling
 
-    return [Row(p, n, Sampling(temperature=0.0, seed=s), threading.Event()) for p, s in zip(prompts, seeds, strict=True)]
+    pairs = zip(prompts, seeds, strict=True)
+    return [Row(p, n, Sampling(temperature=0.0, seed=s), threading.Event()) for p, s in pairs]
 
 
 PROMPTS = [[10, 20, 30, 40], [50, 60, 70], [80, 90, 100, 110, 120]]
