@@ -204,6 +204,29 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
     assert len(tokens_while_prefilling) >= 3
 
 
+def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveServer) -> None:
+    requests = [
+        ("Tell a tale.", {"temperature": 1.0, "seed": 7, "max_tokens": 24}),
+        ("Tell a tale.", {"temperature": 1.0, "seed": 8, "max_tokens": 24}),
+        ("Another one.", {"temperature": 0.8, "top_p": 0.9, "seed": 7, "max_tokens": 20}),
+        ("And a third.", {"temperature": 1.2, "top_k": 40, "seed": 99, "max_tokens": 16}),
+    ]
+    alone = [outcome(ask(live, text, **fields)) for text, fields in requests]
+    assert outcome(ask(live, *requests[0][:1], **requests[0][1])) == alone[0]  # a seed reproduces
+    assert alone[0] != alone[1]  # another seed draws otherwise
+    barrier = threading.Barrier(len(requests))
+
+    def together(item: tuple[str, dict[str, Any]]) -> tuple[str, str, int]:
+        barrier.wait()
+        return outcome(ask(live, item[0], **item[1]))
+
+    runner(live).peak_rows = 0
+    with ThreadPoolExecutor(len(requests)) as pool:
+        batched = list(pool.map(together, requests))
+    assert batched == alone  # no request's draws depend on who else is in the batch
+    assert runner(live).peak_rows >= 3
+
+
 # -- the runner on its own -------------------------------------------------------------------------
 
 
