@@ -5,7 +5,8 @@
 
 Both servers are started here, one after the other (never at once: they would share the cores), on
 the same model directory (default: the Qwen3-0.6B-shape fp32 build of ``tinytitan.testing.tiny_model``)
-and with the same BLAS (Debian's OpenBLAS preloaded into both). ``--url`` / ``--peer-url`` point a
+and with the same BLAS preloaded into both (``tinytitan.cpu_blas.find_blas``: BLIS when installed,
+else OpenBLAS; ``TINYTITAN_BLAS=openblas`` for OpenBLAS). ``--url`` / ``--peer-url`` point a
 side at a server that is already running instead (any OpenAI-compatible URL).
 
 - **session** — a coding-agent session, streaming Chat Completions: a ~2k-token system prompt and 12
@@ -41,7 +42,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinytitan.cpu_blas import find_openblas
+from tinytitan.cpu_blas import find_blas
 from tinytitan.testing.process import free_port, serve_process
 
 SAMPLING = {
@@ -238,9 +239,10 @@ def mlx_lm_server(model_dir: Path, url: str | None) -> Iterator[Target]:
         return
     port = free_port()
     env = dict(os.environ)
-    blas = find_openblas()
+    blas = find_blas()  # the library TinyTitan preloads (same env, same choice)
     if blas:
         env["LD_PRELOAD"] = blas
+        env.setdefault("BLIS_NUM_THREADS", str(os.cpu_count() or 1))
     cmd = [sys.executable, "-m", "mlx_lm.server", "--model", str(model_dir), "--port", str(port)]
     cmd += ["--log-level", "WARNING", "--max-tokens", "4096"]
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -311,7 +313,7 @@ def main() -> None:
 
         args.model = tiny_model_dir("0.6b", "float32")
     sampling = SAMPLING[args.sampling]
-    print(f"model {args.model}; sampling {sampling}; OpenBLAS {find_openblas()}", flush=True)
+    print(f"model {args.model}; sampling {sampling}; BLAS {find_blas()}", flush=True)
     results: dict[str, dict[str, Any]] = {}
     sides = [
         ("TinyTitan", lambda: tinytitan(args.model, list(args.tinytitan_arg), args.url, args.model_name)),

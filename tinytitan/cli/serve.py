@@ -139,9 +139,10 @@ def serve(
 def _engine_note(settings: Settings) -> str:
     if settings.stub:
         return "scripted"
-    from tinytitan.cpu_blas import openblas_active
+    from tinytitan.cpu_blas import blas_active
 
-    blas = "OpenBLAS preloaded" if openblas_active() else "bundled BLAS"
+    active = blas_active()
+    blas = f"{active} preloaded" if active else "bundled BLAS"
     return f"mlx, dtype {settings.dtype}, {blas}"
 
 
