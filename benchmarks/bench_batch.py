@@ -9,7 +9,8 @@
   share of requests whose output differs and where it first differs. Rows never share random
   state (each sampler owns its key), so a difference can only come from summation order: a batch of
   rows is one matrix product, one row alone another, and a BLAS may add in a different order —
-  which flips a near-tie now and then. Run for greedy and for sampled (seeded) requests.
+  which flips a near-tie now and then (``row_sampler`` gives each request its own random stream).
+  Run for greedy and for sampled (seeded) requests.
 
 Not part of the test run; times are noisy on this shared box — read the ratios of one run.
 """
@@ -30,12 +31,12 @@ from bench_decode import preload
 
 
 def make_runner(model: Any, rows: int) -> Any:
-    from tinytitan.engine.backends.mlx.batch import BatchRunner
-    from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+    from tinytitan.engine.backends.mlx.batch import BatchRunner, row_sampler
+    from tinytitan.engine.backends.mlx.sampling import make_processors
     from tinytitan.engine.prompt_cache import PromptCache
 
     return BatchRunner(
-        model, PromptCache(0), "bench", [], rows, make_sampler=make_sampler, make_processors=make_processors
+        model, PromptCache(0), "bench", [], rows, make_sampler=row_sampler, make_processors=make_processors
     )
 
 
@@ -81,12 +82,8 @@ def part_scale(model: Any, counts: list[int], n: int) -> None:
 
 
 def part_flips(model: Any, runs: int, n: int) -> None:
-    from tinytitan.engine.backends.mlx.sampling import make_sampler
     from tinytitan.engine.request import Sampling
 
-    if not hasattr(make_sampler(Sampling(temperature=1.0, seed=1)), "key"):
-        print("flips: needs the per-request sampler (a sampler that owns its random key); skipped", flush=True)
-        return
     for label, sampling in (
         ("greedy", lambda i: Sampling(temperature=0.0)),
         ("sampled", lambda i: Sampling(temperature=0.6, top_p=0.95, top_k=20, seed=i)),

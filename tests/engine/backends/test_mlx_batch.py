@@ -241,11 +241,12 @@ def model(tiny_dir: Path) -> Any:
 
 
 def make_runner(model: Any, processors: Callable[..., list[Any]] | None = None) -> BatchRunner:
-    from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+    from tinytitan.engine.backends.mlx.batch import row_sampler
+    from tinytitan.engine.backends.mlx.sampling import make_processors
     from tinytitan.engine.prompt_cache import PromptCache
 
     return BatchRunner(
-        model, PromptCache(0), "m", [], 4, make_sampler=make_sampler, make_processors=processors or make_processors
+        model, PromptCache(0), "m", [], 4, make_sampler=row_sampler, make_processors=processors or make_processors
     )
 
 

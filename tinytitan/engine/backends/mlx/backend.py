@@ -17,16 +17,14 @@ row before the next step. The engine parses the pieces with the markers and tool
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
-import secrets
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.backends.mlx import loading
-from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, BatchRunner, Row
+from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, BatchRunner, Row, row_sampler
 from tinytitan.engine.backends.mlx.resolve import (
     ModelSource,
     context_window,
@@ -34,7 +32,7 @@ from tinytitan.engine.backends.mlx.resolve import (
     resolve_model,
     sampling_defaults,
 )
-from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+from tinytitan.engine.backends.mlx.sampling import make_processors
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
     json_tool_calls,
@@ -263,7 +261,7 @@ class MlxBackend(Backend):
                     self.identity,
                     self.tokenizer.eos_token_ids,
                     self.max_concurrent,
-                    make_sampler=_row_sampler,
+                    make_sampler=row_sampler,
                     make_processors=make_processors,
                 )
             return self._runner
@@ -297,25 +295,3 @@ class MlxBackend(Backend):
             self._close_runner()
         if not self.prompt_cache.flush(timeout=30):
             log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
-
-
-def _row_sampler(sampling: Any) -> Any:
-    """The request's sampler, drawing from its own random stream whatever else shares the batch.
-
-    A sampler that owns a PRNG key (``key``) is used as it is. mlx-lm's draws from mlx's global
-    random state, which the rows of a batch would share; so each draw first seeds it from the
-    request's seed (or fresh random bits) and the draw's index.
-    """
-    sampler = make_sampler(sampling)
-    if hasattr(sampler, "key"):
-        return sampler
-    import mlx.core as mx
-
-    base = sampling.seed if sampling.seed is not None else secrets.randbits(63)
-    draws = itertools.count()
-
-    def draw(logprobs: Any) -> Any:
-        mx.random.seed(hash((base, next(draws))) & (2**63 - 1))
-        return sampler(logprobs)
-
-    return draw

@@ -22,8 +22,10 @@ exception). Detokenizing and parsing stay on the job thread, per request.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -34,7 +36,7 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import Sampling
 
-__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row"]
+__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row", "row_sampler"]
 
 log = logging.getLogger("tinytitan.mlx")
 
@@ -224,9 +226,9 @@ class BatchRunner:
                 row.out.put(GenerationFailed())
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
-        prefilled = gen._counters.prompt_tokens
-        _prompts, responses = gen.next()
-        self.steps.append((len(responses), gen._counters.prompt_tokens - prefilled))
+        with gen.stats() as stats:
+            _prompts, responses = gen.next()
+        self.steps.append((len(responses), stats.prompt_tokens))
         self.peak_rows = max(self.peak_rows, len(responses))
         for response in responses:
             row = rows.get(response.uid)
@@ -249,3 +251,27 @@ class BatchRunner:
         if not isinstance(offset, int) or offset != len(tokens):
             return
         self.prompt_cache.store(list(tokens), cache, self.identity)
+
+
+def row_sampler(sampling: Sampling) -> Any:
+    """The request's sampler, drawing from its own random stream whatever else shares the batch.
+
+    A sampler that owns a PRNG key (``key``) is used as it is. mlx-lm's draws from mlx's global
+    random state, which the rows of a batch would share; so each draw first seeds it from the
+    request's seed (or fresh random bits) and the draw's index.
+    """
+    from tinytitan.engine.backends.mlx.sampling import make_sampler
+
+    sampler = make_sampler(sampling)
+    if hasattr(sampler, "key"):
+        return sampler
+    import mlx.core as mx
+
+    base = sampling.seed if sampling.seed is not None else secrets.randbits(63)
+    draws = itertools.count()
+
+    def draw(logprobs: Any) -> Any:
+        mx.random.seed(hash((base, next(draws))) & (2**63 - 1))
+        return sampler(logprobs)
+
+    return draw
