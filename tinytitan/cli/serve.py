@@ -143,7 +143,8 @@ def _engine_note(settings: Settings) -> str:
 
     active = blas_active()
     blas = f"{active} preloaded" if active else "bundled BLAS"
-    return f"mlx, dtype {settings.dtype}, {blas}"
+    disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
+    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
 
 
 def run_server(settings: Settings) -> None:
