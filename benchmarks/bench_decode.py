@@ -10,7 +10,8 @@
   fraction of the bound. Also the time one LM-head matmul takes vs numpy's on the same matrix (the
   profile says where a step's time goes).
 - **compile**: the same decode with every layer's MLP and norms under ``mx.compile``.
-- **prefill**: prefill tok/s of a 2048-token prompt by chunk size (256 … 2048).
+- **prefill**: prefill tok/s of a 2048-token prompt by chunk size (512 first and last, then the
+  ``--chunks`` between).
 
 The BLAS is preloaded by re-executing this script (``--blas``: Debian's OpenBLAS, Debian's BLIS
 ``libblis4-pthread``, or a library path). Times on this shared box are noisy: compare the ratios
@@ -181,6 +182,8 @@ def main() -> None:
     parser.add_argument("--decode", type=int, default=16, help="tokens decoded per measurement")
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens before decoding")
     parser.add_argument("--only", default="bw,decode,compile,prefill")
+    parser.add_argument("--prefill-prompt", type=int, default=2048, help="prompt tokens in prefill")
+    parser.add_argument("--chunks", default="256,1024,2048", help="chunk sizes compared with 512 in prefill")
     args = parser.parse_args()
     lib = preload(args.blas)
     parts = set(args.only.split(","))
@@ -221,9 +224,10 @@ def main() -> None:
         again = decode_direct(model, prompt, args.decode)
         print(f"compile: mx.compile'd MLPs and norms ÷ plain = {max(compiled, again) / direct:.3f}")
     if "prefill" in parts:
-        long_prompt = list(range(2000, 4048))
+        long_prompt = list(range(2000, 2000 + args.prefill_prompt))
         prefill_rate(model, long_prompt[:256], 256)  # warm
-        rates = [(chunk, prefill_rate(model, long_prompt, chunk)) for chunk in (512, 256, 1024, 2048, 512)]
+        chunks = [512, *(int(c) for c in args.chunks.split(",") if c), 512]
+        rates = [(chunk, prefill_rate(model, long_prompt, chunk)) for chunk in chunks]
         base = (rates[0][1] + rates[-1][1]) / 2  # chunk 512, first and last (drift)
         print("prefill tok/s by chunk: " + ", ".join(f"{c}: {r:.1f}" for c, r in rates))
         print("prefill ÷ chunk 512 (mean of first and last): " + ", ".join(f"{c}: {r / base:.2f}" for c, r in rates))
