@@ -197,7 +197,7 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
                     first_of_long.set()
         stream.result(timeout=300)
     during = list(runner(live).steps)[steps_before:]
-    prefilling = [(rows, n) for rows, n in during if n > 0]
+    prefilling = [(rows, n) for rows, n, _seconds in during if n > 0]
     assert len(prefilling) >= 3  # the long prompt went in chunk by chunk …
     assert all(n <= PREFILL_STEP for _rows, n in prefilling)  # … never more than one chunk per step …
     assert all(rows >= 1 for rows, _n in prefilling)  # … each step also decoding the running stream

@@ -27,6 +27,7 @@ import logging
 import queue
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,8 @@ class BatchRunner:
         self._make_processors = make_processors
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.peak_rows = 0  # the most rows one step decoded (tests, benchmarks)
-        self.steps: deque[tuple[int, int]] = deque(maxlen=4096)  # per step: (rows decoded, prompt tokens)
+        # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
+        self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._inbox: queue.SimpleQueue[Row | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -227,9 +229,10 @@ class BatchRunner:
                 row.out.put(GenerationFailed())
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
+        began = time.perf_counter()
         with gen.stats() as stats:
             _prompts, responses = gen.next()
-        self.steps.append((len(responses), stats.prompt_tokens))
+        self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
         self.peak_rows = max(self.peak_rows, len(responses))
         for response in responses:
             row = rows.get(response.uid)
