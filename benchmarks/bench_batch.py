@@ -10,7 +10,7 @@
   share of requests whose output differs and where it first differs. Rows never share random
   state (each sampler owns its key), so a difference can only come from summation order: a batch of
   rows is one matrix product, one row alone another, and a BLAS may add in a different order —
-  which flips a near-tie now and then (``row_sampler`` gives each request its own random stream).
+  which flips a near-tie now and then (each request's ``Sampler`` owns its random stream).
   Run for greedy and for sampled (seeded) requests.
 
 Not part of the test run; times are noisy on this shared box — read the ratios of one run.
@@ -31,13 +31,10 @@ from bench_decode import preload
 
 
 def make_runner(model: Any, rows: int) -> Any:
-    from tinytitan.engine.backends.mlx.batch import BatchRunner, row_sampler
-    from tinytitan.engine.backends.mlx.sampling import make_processors
+    from tinytitan.engine.backends.mlx.batch import BatchRunner
     from tinytitan.engine.prompt_cache import PromptCache
 
-    return BatchRunner(
-        model, PromptCache(0), "bench", [], rows, make_sampler=row_sampler, make_processors=make_processors
-    )
+    return BatchRunner(model, PromptCache(0), "bench", [], rows)
 
 
 def run_rows(runner: Any, prompts: list[list[int]], samplings: list[Any], n: int) -> list[list[int]]:

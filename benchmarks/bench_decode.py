@@ -103,14 +103,11 @@ def decode_direct(model: Any, prompt: list[int], n: int) -> float:
 def decode_runner(model: Any, prompt: list[int], n: int) -> float:
     import queue
 
-    from tinytitan.engine.backends.mlx.batch import END, BatchRunner, Row, row_sampler
-    from tinytitan.engine.backends.mlx.sampling import make_processors
+    from tinytitan.engine.backends.mlx.batch import END, BatchRunner, Row
     from tinytitan.engine.prompt_cache import PromptCache
     from tinytitan.engine.request import Sampling
 
-    runner = BatchRunner(
-        model, PromptCache(0), "bench", [], 1, make_sampler=row_sampler, make_processors=make_processors
-    )
+    runner = BatchRunner(model, PromptCache(0), "bench", [], 1)
     row = Row(list(prompt), n + 1, Sampling(temperature=0.0), threading.Event(), out=queue.SimpleQueue())
     runner.submit(row)
     row.out.get()

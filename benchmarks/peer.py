@@ -78,7 +78,9 @@ RULES = [
 def tools() -> list[dict[str, Any]]:
     out = []
     for name, description, params in TOOL_NAMES:
-        props = {p: {"type": t, "description": f"The {p.replace('_', ' ')}."} for p, t in params.items()}
+        props: dict[str, dict[str, Any]] = {
+            p: {"type": t, "description": f"The {p.replace('_', ' ')}."} for p, t in params.items()
+        }
         for p, t in params.items():
             if t == "array":
                 props[p]["items"] = {"type": "object"}
@@ -97,7 +99,7 @@ def system_prompt() -> str:
 
 def session_turns() -> list[list[dict[str, Any]]]:
     """Three prompts: each turn adds the previous turn's (scripted) call and its result."""
-    base = [
+    base: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt()},
         {"role": "user", "content": "The tests in tests/test_parser.py fail since yesterday. Find out why and fix it."},
     ]

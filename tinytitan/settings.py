@@ -6,14 +6,38 @@ The CLI fills one ``Settings``; the app and the engine read only this object.
 from __future__ import annotations
 
 import ipaddress
+import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "SettingsError", "is_loopback"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "MEMORY_SURFACES",
+    "Settings",
+    "SettingsError",
+    "default_memory_dir",
+    "is_loopback",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8096
 BODY_LIMIT = 32 * 1024 * 1024
 HEADER_LIMIT = 64 * 1024  # request line + headers
+
+
+MEMORY_SURFACES = ("off", "minimal", "full")
+
+
+def default_memory_dir(env: Mapping[str, str] = os.environ) -> str:
+    """Where memory journals live by default: the user's data directory (XDG on Linux)."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return str(base / "tinytitan" / "memory")
 
 
 class SettingsError(ValueError):
@@ -55,6 +79,15 @@ class Settings:
     keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
     strip_cli_prompt: bool = False  # apply the -fast strip to every request (reference §10)
     strip_tags: tuple[str, ...] = ("system-reminder",)  # spans the strip cuts
+    # agent memory (reference §14): off unless asked for
+    memory: bool = False
+    memory_tools: str = "full"  # off | minimal | full
+    memory_tool_rounds: int = 4  # memory-only turns the server runs before a tool-free answer
+    memory_dir: str | None = None  # None: default_memory_dir()
+    memory_fsync: bool = False  # sync the journal on every write
+    memory_max_records: int = 5000  # per workspace; beyond it the least important go first
+    memory_max_mib: int = 32  # per workspace, keys and values
+    launch_dir: str | None = None  # the workspace of a request that declares none (the CLI's cwd)
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""
@@ -74,3 +107,9 @@ class Settings:
             raise SettingsError("--prompt-cache-disk-mib must be at least 1")
         if self.max_context is not None and self.max_context < 16:
             raise SettingsError("--max-context must be at least 16 tokens")
+        if self.memory_tools not in MEMORY_SURFACES:
+            raise SettingsError(f"--memory-tools takes off, minimal or full, not '{self.memory_tools}'")
+        if not 0 <= self.memory_tool_rounds <= 32:
+            raise SettingsError("--memory-tool-rounds must be from 0 to 32")
+        if self.memory_max_records < 1 or self.memory_max_mib < 1:
+            raise SettingsError("--memory-max-records and --memory-max-mib must be at least 1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,12 @@ def test_a_first_token_later_than_two_keepalives() -> None:
         events = list(ChatClient(live.url).stream(_body("hi")))
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "late answer"
     assert isinstance(events[-1], Completed)
+
+
+def test_the_client_names_its_directory_as_the_memory_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    client = ChatClient("http://127.0.0.1:1")
+    assert client._http.headers["x-tinytitan-workspace"] == str(tmp_path)
+    client.close()

@@ -214,7 +214,7 @@ def test_server_gone_is_one_red_line_and_the_session_goes_on(tmp_path: Path) -> 
 # -- pipe mode ----------------------------------------------------------------------------------
 
 
-def _pipe(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+def _pipe(*args: str, stdin: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tinytitan", "chat", *args],
         input=stdin,
@@ -222,6 +222,7 @@ def _pipe(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
     )
 
 
@@ -247,6 +248,26 @@ def test_pipe_mode_error_is_a_line_and_the_session_goes_on(tmp_path: Path) -> No
     assert result.returncode == 1
     assert result.stdout == "hello from tinytitan\n"
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_pipe_mode_with_memory_in_process_remembers_under_the_chat_directory(tmp_path: Path) -> None:
+    from tinytitan.engine.memory.journal import read_journal
+    from tinytitan.engine.memory.scope import workspace_id
+
+    rules = [
+        {"when": {"last_tool": "memory_set"}, "reply": {"text": "I will remember that."}},
+        {"reply": {"tool_calls": [{"name": "memory_set", "arguments": {"key": "user/pet", "value": "a cat"}}]}},
+    ]
+    stub = tmp_path / "stub.json"
+    stub.write_text(json.dumps(script(*rules)))
+    project = tmp_path / "project"
+    project.mkdir()
+    memory = tmp_path / "memory"
+    result = _pipe("--stub", str(stub), "--memory", "--memory-dir", str(memory), stdin="I have a cat\n", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "I will remember that.\n"
+    (where,) = memory.glob(f"tinytitan/*/{workspace_id(str(project))}")
+    assert read_journal(where).records["user/pet"].value == "a cat"
 
 
 # -- the tiny real model, in-process ------------------------------------------------------------

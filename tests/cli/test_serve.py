@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from tinytitan import __version__
@@ -24,8 +25,16 @@ def test_help_lists_serve_and_version() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0 and "serve" in result.output
     assert runner.invoke(app, ["--version"]).output.strip() == f"tinytitan {__version__}"
-    serve_help = runner.invoke(app, ["serve", "--help"]).output
-    for flag in (
+
+
+@pytest.fixture(scope="module")
+def serve_help() -> str:
+    return runner.invoke(app, ["serve", "--help"]).output
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
         "--model",
         "--model-id",
         "--host",
@@ -41,8 +50,10 @@ def test_help_lists_serve_and_version() -> None:
         "--prompt-cache-dir",
         "--prompt-cache-disk-mib",
         "TINYTITAN_PORT",
-    ):
-        assert flag in serve_help
+    ],
+)
+def test_serve_help_lists(serve_help: str, flag: str) -> None:
+    assert flag in serve_help
 
 
 def test_non_loopback_without_key_is_refused(tmp_path: Path) -> None:
@@ -65,6 +76,21 @@ def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not valid JSON" in result.output
 
 
+def _chat_when_up(port: int) -> str:
+    """The answer to one chat request, sent as soon as the server process listens."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            r = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
+            )
+            return str(r.json()["choices"][0]["message"]["content"])
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
 def test_serve_stub_process(tmp_path: Path) -> None:
     stub = tmp_path / "s.json"
     stub.write_text(
@@ -80,18 +106,7 @@ def test_serve_stub_process(tmp_path: Path) -> None:
     try:
         banner = proc.stderr.readline() if proc.stderr else ""
         assert f"'scripted' at http://127.0.0.1:{port}/v1" in banner and "context 2048 tokens" in banner
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.post(
-                    f"http://127.0.0.1:{port}/v1/chat/completions",
-                    json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
-                )
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-        assert r.json()["choices"][0]["message"]["content"] == "hi there"
+        assert _chat_when_up(port) == "hi there"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -112,3 +127,56 @@ def test_cli_import_stays_light() -> None:
         check=True,
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_memory_flags_and_their_env_vars(tmp_path: Path) -> None:
+    serve_help = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output
+    for flag in ("--memory", "--memory-tools", "--memory-tool-rounds", "--memory-dir", "--memory-fsync"):
+        assert flag in serve_help
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"rules": []}))
+    result = runner.invoke(app, ["serve", "--stub", str(stub)], env={"TINYTITAN_MEMORY_TOOLS": "some"})
+    assert result.exit_code == 2 and "--memory-tools takes off, minimal or full" in result.output
+    result = runner.invoke(app, ["serve", "--stub", str(stub), "--memory-tool-rounds", "-1"])
+    assert result.exit_code == 2 and "--memory-tool-rounds" in result.output
+
+
+def test_serve_with_memory_from_the_environment_uses_the_launch_directory(tmp_path: Path) -> None:
+    """``TINYTITAN_MEMORY=1``: a request that declares no workspace gets the directory serve started in."""
+    rules = [
+        {"when": {"last_role": "tool"}, "reply": {"text": "saved"}},
+        {"reply": {"tool_calls": [{"name": "memory_set", "arguments": {"key": "k", "value": "v"}}]}},
+    ]
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"model": "scripted", "rules": rules}))
+    project = tmp_path / "project"
+    project.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TINYTITAN_PORT": str(port),
+        "TINYTITAN_MEMORY": "1",
+        "TINYTITAN_MEMORY_DIR": str(tmp_path / "mem"),
+        "TINYTITAN_MEMORY_FSYNC": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinytitan", "serve", "--stub", str(stub)],
+        env=env,
+        cwd=project,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        proc.stderr.readline()
+        note = proc.stderr.readline()
+        assert "Memory on: tools full" in note and str(tmp_path / "mem") in note and "synced" in note
+        assert _chat_when_up(port) == "saved"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    journals = list((tmp_path / "mem").glob("tinytitan/*/project-*/journal.ndjson"))
+    assert len(journals) == 1 and '"key":"k"' in journals[0].read_text()

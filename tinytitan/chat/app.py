@@ -41,6 +41,7 @@ class ChatOptions:
     max_tokens: int | None = None
     max_context: int | None = None
     tools: bool = False
+    memory_dir: str | None = None  # in-process: agent memory on, journals here
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
 
 
@@ -153,6 +154,7 @@ def run_chat(options: ChatOptions) -> int:
             api_key=options.api_key,
             reasoning=options.reasoning,
             max_context=options.max_context,
+            memory_dir=options.memory_dir,
             before_model=options.before_model,
         )
     except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable

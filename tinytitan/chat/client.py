@@ -9,6 +9,7 @@ response, and the server cancels the generation when its client goes away. Every
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,15 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
         yield "\n".join(data)
 
 
+def _cwd() -> str | None:
+    """The directory the chat runs in, when it can travel in a header (ASCII, still there)."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    return cwd if cwd.isascii() else None
+
+
 @dataclass
 class ChatClient:
     """One server: its base URL (no ``/v1``), an optional API key, and a connection pool."""
@@ -116,6 +126,9 @@ class ChatClient:
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/").removesuffix("/v1")
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        workspace = _cwd()
+        if workspace is not None:  # a server with memory on files what this chat remembers under it
+            headers["x-tinytitan-workspace"] = workspace
         # no read timeout: a long prefill on a laptop CPU is silent for minutes (keepalives aside)
         timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tinytitan.chat.client import ChatClient, ServerDown
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
@@ -57,6 +57,7 @@ def _in_process(
     reasoning: str | None,
     max_context: int | None,
     before_model: Callable[[], None] | None = None,
+    memory_dir: str | None = None,
 ) -> Target:
     from tinytitan.api.background import BackgroundServer
     from tinytitan.engine.backends.factory import build_engine
@@ -67,6 +68,8 @@ def _in_process(
     # the server's own logs would scribble over the chat; its errors reach the chat over HTTP
     logging.getLogger("tinytitan").setLevel(logging.CRITICAL)
     settings = Settings(model=model, stub=stub, max_context=max_context, reasoning=reasoning, queue_limit=4)
+    if memory_dir is not None:  # the chat's own directory is the workspace of what it remembers
+        settings = replace(settings, memory=True, memory_dir=memory_dir, launch_dir=os.getcwd())
     engine = build_engine(settings)
     server = BackgroundServer(engine, settings, log_level="critical").start()
     info = engine.info
@@ -86,6 +89,7 @@ def connect(
     reasoning: str | None = None,
     max_context: int | None = None,
     before_model: Callable[[], None] | None = None,
+    memory_dir: str | None = None,
 ) -> Target:
     """The target the flags name. Raises ``ServerDown`` (``--url``) or ``ValueError`` / ``OSError``
     (a model or script that cannot be loaded), each with a message for the user. ``before_model``
@@ -93,7 +97,7 @@ def connect(
     if url:
         return _remote(url, api_key, f"server at {url.rstrip('/')}")
     if model or stub:
-        return _in_process(model, stub, reasoning, max_context, before_model)
+        return _in_process(model, stub, reasoning, max_context, before_model, memory_dir)
     local = local_url()
     probe = ChatClient(local, api_key)
     try:
@@ -103,4 +107,6 @@ def connect(
         pass
     finally:
         probe.close()
-    return _in_process(os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context, before_model)
+    return _in_process(
+        os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context, before_model, memory_dir
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import MaxContext, Reasoning, Stub, Thinking, reasoning_level
+from tinytitan.cli.options import MaxContext, Memory, MemoryDir, Reasoning, Stub, Thinking, memory_dir, reasoning_level
 
 __all__ = ["chat"]
 
@@ -37,6 +37,8 @@ def chat(
     tools: bool = typer.Option(
         False, "--tools", help="Offer the model read_file and list_directory (asks before each run)."
     ),
+    memory: Memory = False,
+    memory_directory: MemoryDir = None,
 ) -> None:
     """Chat with a model in the terminal. Piped stdin: one message per line, answers only."""
     from tinytitan.chat.app import ChatOptions, run_chat
@@ -55,6 +57,7 @@ def chat(
         max_tokens=max_tokens,
         max_context=max_context,
         tools=tools,
+        memory_dir=memory_dir(memory_directory) if memory else None,
         before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
     )
     raise typer.Exit(run_chat(options))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, MaxContext, Model, ModelId, Reasoning, Stub, Thinking, reasoning_level
-from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
+from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, memory_dir, with_model_flags
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["serve"]
 
@@ -17,9 +18,9 @@ def _fail(message: str) -> typer.Exit:
     return fail("serve", message)
 
 
+@with_model_flags()
 def serve(
-    model: Model = None,
-    model_id: ModelId = None,
+    flags: ModelFlags = ModelFlags(),
     host: str = typer.Option(
         DEFAULT_HOST,
         "--host",
@@ -51,10 +52,6 @@ def serve(
         envvar="TINYTITAN_MAX_CONCURRENT",
         help="Generations decoded together in one batch (a model; a --stub runs one at a time).",
     ),
-    max_context: MaxContext = None,
-    reasoning: Reasoning = None,
-    thinking: Thinking = None,
-    stub: Stub = None,
     log_level: str = typer.Option(
         "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
     ),
@@ -101,37 +98,63 @@ def serve(
         help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
     ),
     dtype: Dtype = "auto",
+    memory: Memory = False,
+    memory_tools: str = typer.Option(
+        "full",
+        "--memory-tools",
+        envvar="TINYTITAN_MEMORY_TOOLS",
+        metavar="off|minimal|full",
+        help="Memory tools offered to the model (minimal: set, get, list; off: the recalled list only).",
+    ),
+    memory_tool_rounds: int = typer.Option(
+        4,
+        "--memory-tool-rounds",
+        envvar="TINYTITAN_MEMORY_TOOL_ROUNDS",
+        help="Memory-only turns the server runs per request before a final answer without them.",
+    ),
+    memory_directory: MemoryDir = None,
+    memory_fsync: bool = typer.Option(
+        False, "--memory-fsync", envvar="TINYTITAN_MEMORY_FSYNC", help="Sync the memory journal on every write."
+    ),
+    memory_max_records: int = typer.Option(
+        5000,
+        "--memory-max-records",
+        envvar="TINYTITAN_MEMORY_MAX_RECORDS",
+        help="Records kept per workspace; beyond it the least important go first.",
+    ),
+    memory_max_mib: int = typer.Option(
+        32, "--memory-max-mib", envvar="TINYTITAN_MEMORY_MAX_MIB", help="Memory kept per workspace (MiB)."
+    ),
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
-        level = reasoning_level(reasoning, thinking)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    settings = Settings(
-        model=model,
-        model_id=model_id,
-        host=host,
-        port=port,
-        api_key=api_key,
-        cors_origins=list(cors_origin),
-        queue_limit=queue_limit,
-        max_concurrent=max_concurrent,
-        max_context=max_context,
-        reasoning=level,
-        stub=stub,
-        log_level=log_level.lower(),
-        prompt_cache_entries=prompt_cache_entries,
-        strip_cli_prompt=strip_cli_prompt,
-        strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
-        prompt_cache_mib=prompt_cache_mib,
-        prompt_cache_dir=prompt_cache_dir,
-        prompt_cache_disk_mib=prompt_cache_disk_mib,
-        dtype=dtype,
-        keepalive_seconds=keepalive,
-    )
-    try:
+        settings = flags.settings(
+            host=host,
+            port=port,
+            api_key=api_key,
+            cors_origins=list(cors_origin),
+            queue_limit=queue_limit,
+            max_concurrent=max_concurrent,
+            log_level=log_level.lower(),
+            prompt_cache_entries=prompt_cache_entries,
+            strip_cli_prompt=strip_cli_prompt,
+            strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
+            prompt_cache_mib=prompt_cache_mib,
+            prompt_cache_dir=prompt_cache_dir,
+            prompt_cache_disk_mib=prompt_cache_disk_mib,
+            dtype=dtype,
+            keepalive_seconds=keepalive,
+            memory=memory,
+            memory_tools=memory_tools.lower(),
+            memory_tool_rounds=memory_tool_rounds,
+            memory_dir=memory_dir(memory_directory),
+            memory_fsync=memory_fsync,
+            memory_max_records=memory_max_records,
+            memory_max_mib=memory_max_mib,
+            launch_dir=os.getcwd(),
+        )
         settings.check()
-    except SettingsError as exc:
+    except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
 
@@ -145,6 +168,21 @@ def _engine_note(settings: Settings) -> str:
     blas = f"{active} preloaded" if active else "bundled BLAS"
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
+
+
+def _memory_note(settings: Settings) -> str:
+    from tinytitan.engine.memory.scope import refused_reason
+
+    note = f"Memory on: tools {settings.memory_tools}, journals in {settings.memory_dir}"
+    if settings.memory_fsync:
+        note += ", synced on every write"
+    reason = refused_reason(settings.launch_dir or "/", os.path.expanduser("~"))
+    if reason is not None:
+        note += (
+            f"; launched from {reason}, so a request that declares no workspace "
+            "(X-TinyTitan-Workspace, or a working directory in its prompt) gets no memory"
+        )
+    return note
 
 
 def run_server(settings: Settings) -> None:
@@ -169,6 +207,8 @@ def run_server(settings: Settings) -> None:
         f"(context {info.context_window} tokens, {_engine_note(settings)})",
         err=True,
     )
+    if settings.memory:
+        typer.echo(_memory_note(settings), err=True)
     uvicorn.run(
         create_app(engine, settings),
         host=settings.host,

@@ -24,6 +24,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ SUFFIX = ".ttkv"
 MAX_HEADER = 16 * 2**20
 
 # safetensors dtype names; bfloat16 travels as its raw 16-bit pattern
-_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+_DTYPES: dict[str, np.dtype[Any]] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
 
 class BadBlock(Exception):
@@ -100,7 +101,7 @@ def write_block(
     entries: dict[str, object] = {}
     offset = 0
     for name, array in tensors.items():
-        crc = zlib.crc32(memoryview(array).cast("B"), crc)
+        crc = zlib.crc32(array.data.cast("B"), crc)  # contiguous (above)
         entries[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
         offset += array.nbytes
     entries["__metadata__"] = {
@@ -122,7 +123,7 @@ def write_block(
             f.write(struct.pack("<Q", len(header)))
             f.write(header)
             for array in tensors.values():
-                f.write(memoryview(array).cast("B"))
+                f.write(array.data.cast("B"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -232,6 +233,7 @@ def read_block(path: Path) -> tuple[BlockHeader, list[tuple[np.ndarray, np.ndarr
 
     def tensor(name: str) -> np.ndarray:
         shape, start, end = header.tensors[name]
-        return np.frombuffer(body[start:end], dtype=dtype).reshape(shape)
+        array: np.ndarray = np.frombuffer(body[start:end], dtype=dtype).reshape(shape)
+        return array
 
     return header, [(tensor(f"k.{i}"), tensor(f"v.{i}")) for i in range(header.layers)]

@@ -15,25 +15,28 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
-from tinytitan.engine.output_parser import OutputParser
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.validate import validate
+
+if TYPE_CHECKING:
+    from tinytitan.engine.memory.decorator import MemoryDecorator
 
 __all__ = ["Completion", "Engine", "Job"]
 
 log = logging.getLogger("tinytitan.engine")
 
 _DONE = object()
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -56,6 +59,7 @@ class Engine:
         default_reasoning: str | None = None,
         strip: StripRules | None = None,
         max_concurrent: int | None = None,
+        memory: MemoryDecorator | None = None,
     ) -> None:
         self.backend = backend
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
@@ -63,6 +67,7 @@ class Engine:
         self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
+        self.memory = memory  # the memory decorator, when memory is on
         self._threads: list[threading.Thread] = []
         self._executor = ThreadPoolExecutor(
             max_workers=self.max_concurrent,
@@ -91,23 +96,51 @@ class Engine:
     # -- the path -------------------------------------------------------------------------------
     async def validate(self, request: ChatRequest) -> tuple[ValidatedRequest, Prompt]:
         """Route, validate, render and count: every refusal that needs no slot."""
-        info = self.info
-        _base, strip = resolve_model(request.model, info.id, self.strip)
+        validated = self._validated(request)
+        return validated, await self._fitting(validated)
+
+    def _validated(self, request: ChatRequest) -> ValidatedRequest:
+        _base, strip = resolve_model(request.model, self.info.id, self.strip)
         if strip:
             request = strip_cli(request, self.strip)
-        validated = validate(request, info, strip_cli=strip)
+        return validate(request, self.info, strip_cli=strip)
+
+    async def _fitting(self, validated: ValidatedRequest) -> Prompt:
+        """The rendered prompt; refused when it leaves no room in the context window."""
         prompt = await asyncio.to_thread(self.backend.render, validated)
-        if prompt.n_tokens >= info.context_window:
+        window = self.info.context_window
+        if prompt.n_tokens >= window:
             raise ContextLengthExceeded(
-                f"the prompt has {prompt.n_tokens} tokens; the context window is {info.context_window}",
-                param=request.messages_param,
+                f"the prompt has {prompt.n_tokens} tokens; the context window is {window}",
+                param=validated.request.messages_param,
             )
-        return validated, prompt
+        return prompt
 
     async def prepare(self, request: ChatRequest) -> Job:
-        validated, prompt = await self.validate(request)
+        validated = self._validated(request)
+        if self.memory is not None:
+            job = await self._prepare_with_memory(validated)
+            if job is not None:
+                return job
+        prompt = await self._fitting(validated)
         max_new = min(validated.cap, self.info.context_window - prompt.n_tokens)
         return Job(self, validated, prompt, max_new, self.queue.admit())
+
+    async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
+        """The memory decorator's job, or None to run the request as the client sent it (no usable
+        workspace, or a prompt that fits only without the memory instructions)."""
+        from tinytitan.engine.memory.loop import MemoryJob
+
+        assert self.memory is not None
+        plan = await self.memory.plan(validated)
+        if plan is None:
+            return None
+        prompt = await asyncio.to_thread(self.backend.render, plan.request)
+        room = self.info.context_window - prompt.n_tokens
+        if room <= 0:
+            log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
+            return None
+        return MemoryJob(self, plan, prompt, min(validated.cap, room), self.queue.admit())
 
     async def count_tokens(self, request: ChatRequest) -> int:
         if not self.backend.has_tokenizer:
@@ -136,6 +169,8 @@ class Engine:
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.backend.close()
+        if self.memory is not None:
+            self.memory.close()  # releases every workspace's journal lock
 
     def join(self, timeout: float | None = None) -> bool:
         """After ``shutdown``: wait for the generation thread to finish; True when it has.
@@ -149,7 +184,7 @@ class Engine:
             thread.join(timeout)
         return not any(t.is_alive() for t in self._threads)
 
-    def run_worker(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def run_worker(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
@@ -214,32 +249,40 @@ class Job:
                     finished = event
         return Completion("".join(reasoning), "".join(text), calls, finished, collected)
 
-    async def events(self) -> AsyncIterator[Event]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+    async def events(self) -> AsyncGenerator[Event, None]:
         try:
             await self.ticket.wait()
-
-            def emit(item: Any) -> None:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
-            self._worker = self.engine.run_worker(lambda: self._work(emit))
-            while True:
-                item = await queue.get()
-                if item is _DONE:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            async with contextlib.aclosing(self._rounds()) as rounds:
+                async for event in rounds:
+                    yield event
         finally:
             self.close()
 
+    def _rounds(self) -> AsyncGenerator[Event, None]:
+        """What the job yields once it holds its slot: one generation (the memory loop runs several)."""
+        return self._generate(self.generation)
+
+    async def _generate(self, gen: Generation) -> AsyncGenerator[Event, None]:
+        """Run ``gen`` on the generation thread and yield its events as they come."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        def emit(item: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        self._worker = self.engine.run_worker(lambda: self._work(gen, emit))
+        while True:
+            item = await queue.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
     # runs on the generation thread
-    def _work(self, emit: Callable[[Any], None]) -> None:
-        backend, request, gen = self.engine.backend, self.request, self.generation
-        parser = OutputParser(
-            markers=backend.markers,
-            tool_parser=backend.tool_parser,
+    def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
+        backend, request = self.engine.backend, gen.request
+        parser = backend.output_parser(
             stop=request.stop,
             namespaces={t.name: t.namespace for t in request.tools},
             tools=request.tools,

@@ -140,7 +140,7 @@ def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveSe
     with ThreadPoolExecutor(4) as pool:
         gone = pool.submit(victim)
         assert victim_seen.wait(120)
-        futures = [pool.submit(lambda t=t, n=n: outcome(ask(live, t, max_tokens=n))) for t, n in others]
+        futures = [pool.submit(lambda t, n: outcome(ask(live, t, max_tokens=n)), t, n) for t, n in others]
         assert victim_closed.wait(60)
         # its slot comes back while the three still run: a fifth request is admitted, not refused
         wait_until(lambda: live.engine.queue.running <= 3)
@@ -205,14 +205,14 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
 
 
 def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveServer) -> None:
-    requests = [
+    requests: list[tuple[str, dict[str, Any]]] = [
         ("Tell a tale.", {"temperature": 1.0, "seed": 7, "max_tokens": 24}),
         ("Tell a tale.", {"temperature": 1.0, "seed": 8, "max_tokens": 24}),
         ("Another one.", {"temperature": 0.8, "top_p": 0.9, "seed": 7, "max_tokens": 20}),
         ("And a third.", {"temperature": 1.2, "top_k": 40, "seed": 99, "max_tokens": 16}),
     ]
     alone = [outcome(ask(live, text, **fields)) for text, fields in requests]
-    assert outcome(ask(live, *requests[0][:1], **requests[0][1])) == alone[0]  # a seed reproduces
+    assert outcome(ask(live, requests[0][0], **requests[0][1])) == alone[0]  # a seed reproduces
     assert alone[0] != alone[1]  # another seed draws otherwise
     barrier = threading.Barrier(len(requests))
 
@@ -241,19 +241,16 @@ def model(tiny_dir: Path) -> Any:
 
 
 def make_runner(model: Any, processors: Callable[..., list[Any]] | None = None) -> BatchRunner:
-    from tinytitan.engine.backends.mlx.batch import row_sampler
     from tinytitan.engine.backends.mlx.sampling import make_processors
     from tinytitan.engine.prompt_cache import PromptCache
 
-    return BatchRunner(
-        model, PromptCache(0), "m", [], 4, make_sampler=row_sampler, make_processors=processors or make_processors
-    )
+    return BatchRunner(model, PromptCache(0), "m", [], 4, processors=processors or make_processors)
 
 
 def drain(row: Any) -> list[Any]:
     from tinytitan.engine.backends.mlx.batch import END
 
-    items = []
+    items: list[Any] = []
     while True:
         item = row.out.get(timeout=120)
         if item is END or isinstance(item, BaseException):

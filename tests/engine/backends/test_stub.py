@@ -82,3 +82,32 @@ def test_stub_checks_a_forced_call(calls: list, choice: ToolChoice, ok: bool) ->
     else:
         with pytest.raises(GenerationFailed):
             run()
+
+
+def test_when_last_tool_scripts_a_sequence_across_tool_rounds() -> None:
+    from tinytitan.engine.events import ToolCall
+
+    backend = StubBackend(
+        load_script(
+            {
+                "rules": [
+                    {"when": {"last_tool": "second"}, "reply": {"text": "done"}},
+                    {"when": {"last_tool": "first"}, "reply": {"tool_calls": [{"name": "second"}]}},
+                    {"reply": {"tool_calls": [{"name": "first"}]}},
+                ]
+            }
+        )
+    )
+
+    def after(name: str | None) -> str:
+        messages: tuple[Message, ...] = (Message("user", "go"),)
+        if name is not None:
+            call = ToolCall("c1", name, "{}")
+            messages += (Message("assistant", "", tool_calls=(call,)), Message("tool", "ok", tool_call_id="c1"))
+        request = validate(ChatRequest(model="m", messages=messages), backend.info)
+        return "".join(p.text for p in backend.generate(Generation(request, backend.render(request), request.cap)))
+
+    assert '"name": "first"' in after(None)
+    assert '"name": "second"' in after("first")
+    assert after("second") == "done"
+    assert '"name": "first"' in after("other")  # a tool result of another function matches neither

@@ -50,9 +50,15 @@ def build_engine(settings: Settings, backend: Backend | None = None) -> Engine:
     from tinytitan.engine.router import StripRules
     from tinytitan.engine.service import Engine
 
+    memory = None
+    if settings.memory:
+        from tinytitan.engine.memory.decorator import MemoryConfig, MemoryDecorator
+
+        memory = MemoryDecorator(MemoryConfig.from_settings(settings))
     return Engine(
         backend if backend is not None else build_backend(settings),
         queue_limit=settings.queue_limit,
         default_reasoning=settings.reasoning,
         strip=StripRules(always=settings.strip_cli_prompt, tags=settings.strip_tags),
+        memory=memory,
     )

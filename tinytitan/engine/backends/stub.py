@@ -24,7 +24,7 @@ __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
 
 _MARK = r"<\|?/?[A-Za-z_]+\|?>"
 _TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
-_WHEN_KEYS = {"last_role", "user_contains", "has_tools", "model", "stream"}
+_WHEN_KEYS = {"last_role", "last_tool", "user_contains", "has_tools", "model", "stream"}
 _REPLY_KEYS = {
     "text",
     "reasoning",
@@ -81,6 +81,8 @@ def _last_user_text(request: ValidatedRequest) -> str:
 
 def _matches(when: dict[str, Any], request: ValidatedRequest) -> bool:
     if "last_role" in when and request.turns[-1].role != when["last_role"]:
+        return False
+    if "last_tool" in when and (request.turns[-1].role != "tool" or request.turns[-1].name != when["last_tool"]):
         return False
     if "user_contains" in when and when["user_contains"] not in _last_user_text(request):
         return False
@@ -156,7 +158,8 @@ class StubBackend(Backend):
     def _reply_for(self, request: ValidatedRequest) -> dict[str, Any]:
         for rule in self.script.get("rules", []):
             if _matches(rule.get("when", {}), request):
-                return rule.get("reply", {})
+                reply: dict[str, Any] = rule.get("reply", {})
+                return reply
         return {"text": "hello from tinytitan"}
 
     def _record(self, gen: Generation) -> None:

@@ -22,27 +22,30 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from jinja2 import TemplateError
+
 from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.backends.mlx import loading
-from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, BatchRunner, Row, row_sampler
+from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, BatchRunner, Row
 from tinytitan.engine.backends.mlx.resolve import (
     ModelSource,
+    ModelUnavailable,
     context_window,
     read_json,
     resolve_model,
     sampling_defaults,
 )
-from tinytitan.engine.backends.mlx.sampling import make_processors
+from tinytitan.engine.backends.mlx.syntax import FORCEABLE, HARMONY, tool_syntax, wrap_parser
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
-    json_tool_calls,
     read_levels,
     read_template,
     template_messages,
     template_tools,
     thinking_kwargs,
 )
-from tinytitan.engine.output_parser import Markers, ToolParser, json_tool_parser
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.output_parser import Markers, OutputParser, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.prompt_cache_disk import DiskTier
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
@@ -67,19 +70,26 @@ class MlxBackend(Backend):
     ) -> None:
         if dtype not in loading.DTYPES:
             choices = ", ".join(loading.DTYPES)
-            raise loading.ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
+            raise ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
         self.source: ModelSource = resolve_model(model, model_id)
         path = self.source.path
         self.config = read_json(path / "config.json")
         self.template = read_template(path)
         levels = read_levels(path, self.template)
+        self.syntax = tool_syntax(path, self.template)
+        if self.syntax is None:
+            log.warning(
+                "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
+                "(requests' tools are not shown to the model)",
+                self.source.model_id,
+            )
         self._info = ModelInfo(
             id=self.source.model_id,
             context_window=context_window(self.config, max_context),
             defaults=sampling_defaults(read_json(path / "generation_config.json")),
             reasoning_levels=levels.levels,
             default_reasoning=levels.default,
-            forced_tool_calls=json_tool_calls(path, self.template),
+            forced_tool_calls=self.syntax in FORCEABLE,
         )
         self.dtype = dtype
         disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20) if prompt_cache_dir else None
@@ -93,6 +103,7 @@ class MlxBackend(Backend):
         self._tokenizer: Any = None
         self._tokenizer_lock = threading.Lock()
         self._lltokenizer: Any = None
+        self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
 
     # -- facts ------------------------------------------------------------------------------------
@@ -148,20 +159,40 @@ class MlxBackend(Backend):
 
     @property
     def tool_parser(self) -> ToolParser:
-        parse = self.tokenizer.tool_parser
+        parse = wrap_parser(self.syntax, self.tokenizer.tool_parser)
         if parse is None:
             return json_tool_parser
 
-        def parse_call(text: str, tools: Any) -> dict[str, Any]:
+        def parse_call(text: str, tools: Any) -> Any:
             openai_tools = template_tools(tuple(t for t in tools or () if isinstance(t, Tool))) or None
-            result = parse(text, openai_tools)
-            if isinstance(result, list) and len(result) == 1:
-                result = result[0]
-            if not isinstance(result, dict):
-                raise ValueError("the tool parser did not return one call")
-            return result
+            return parse(text, openai_tools)  # one call or a list (a section may hold several)
 
         return parse_call
+
+    @property
+    def harmony(self) -> Any:
+        """The harmony encoding (gpt-oss), loaded once."""
+        if self._harmony is None:
+            import tempfile
+            from pathlib import Path
+
+            from tinytitan.engine.harmony import load_encoding
+
+            with self._tokenizer_lock:
+                if self._harmony is None:
+                    try:
+                        cache = Path(tempfile.gettempdir()) / "tinytitan-o200k"
+                        self._harmony = load_encoding(self.source.path, cache)
+                    except RuntimeError as exc:
+                        raise ModelUnavailable(str(exc)) from exc
+        return self._harmony
+
+    def output_parser(self, **options: Any) -> OutputParser:
+        if self.syntax == HARMONY:
+            from tinytitan.engine.harmony import HarmonyParser
+
+            return HarmonyParser(self.harmony, **options)  # type: ignore[return-value]
+        return super().output_parser(**options)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def load(self) -> None:
@@ -169,6 +200,8 @@ class MlxBackend(Backend):
             if self._model is not None:
                 return
             _ = self.tokenizer
+            if self.syntax == HARMONY:
+                _ = self.harmony
             self._model, _config = loading.load_weights(self.source.path, self.dtype)
             log.info("loaded %s from %s", self._info.id, self.source.path)
 
@@ -194,16 +227,21 @@ class MlxBackend(Backend):
             return len(tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: ValidatedRequest) -> Prompt:
+        if request.tool_choice in ("required", "function") and self.syntax is not None:
+            _check_forced(self.syntax, request)
         tw = self.tokenizer
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
+        tools = template_tools(request.tools) if self.syntax is not None else None
+        messages = template_messages(request, self.template)
         with self._tokenizer_lock:
-            text = tw.apply_chat_template(
-                template_messages(request),
-                tools=template_tools(request.tools),
-                add_generation_prompt=True,
-                tokenize=False,
-                **kwargs,
-            )
+            try:
+                text = self._apply_template(messages, tools, kwargs)
+            except TemplateError as exc:  # the model's own template refuses this conversation
+                raise InvalidRequest(
+                    f"this model's chat template cannot render the conversation: {exc}",
+                    param=request.request.messages_param,
+                    code="invalid_message",
+                ) from exc
             tokens = list(tw.encode(text, add_special_tokens=False))
         return Prompt(
             text=text,
@@ -212,12 +250,30 @@ class MlxBackend(Backend):
             start_in_reasoning=ends_in_open_thought(text, tw.think_start),
         )
 
+    def _apply_template(self, messages: list[dict[str, Any]], tools: Any, kwargs: dict[str, Any]) -> str:
+        """The tokenizer's template (Hugging Face's immutable sandbox); one that appends to its own
+        lists (Kimi K2) is rendered again in jinja's ordinary sandbox."""
+        tw = self.tokenizer
+        try:
+            return str(
+                tw.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False, **kwargs)
+            )
+        except TemplateError as exc:
+            from tinytitan.engine.backends.mlx.jinja_render import is_mutation_refusal, render_mutable
+
+            if not is_mutation_refusal(exc) or getattr(tw, "_chat_template", None) is not None:
+                raise
+            specials = {k: v for k, v in tw.special_tokens_map.items() if isinstance(v, str)}
+            thinking = {"enable_thinking": tw.has_thinking, **kwargs}
+            context = {**specials, **thinking, "tools": tools, "add_generation_prompt": True}
+            return render_mutable(self.template, messages, **context)
+
     # -- generation -------------------------------------------------------------------------------
     def generate(self, gen: Generation) -> Iterator[Piece]:
         request, prompt, cancel, max_new = gen.request, gen.prompt, gen.cancel, gen.max_new
         if cancel.is_set() or max_new <= 0:
             return
-        runner = self._ensure_runner()
+        runner = self.runner()
         tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
         self.last_mask = mask = self._grammar_mask(request, prompt)
 
@@ -251,7 +307,8 @@ class MlxBackend(Backend):
         finally:
             row.leave()
 
-    def _ensure_runner(self) -> BatchRunner:
+    def runner(self) -> BatchRunner:
+        """The batch runner every generation goes through (started, and the model loaded, on first use)."""
         with self._load_lock:
             self.load()
             if self._runner is None:
@@ -261,8 +318,6 @@ class MlxBackend(Backend):
                     self.identity,
                     self.tokenizer.eos_token_ids,
                     self.max_concurrent,
-                    make_sampler=row_sampler,
-                    make_processors=make_processors,
                 )
             return self._runner
 
@@ -278,7 +333,8 @@ class MlxBackend(Backend):
         from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for
 
         tw = self.tokenizer
-        grammar = grammar_for(request, prompt, self.lltokenizer, tw)
+        newlines = "{function-name}\n<arg_key>" in self.template  # GLM-4.5 / 4.6 put each pair on a line
+        grammar = grammar_for(request, prompt, self.lltokenizer, tw, syntax=self.syntax, newlines=newlines)
         if grammar is None:
             return None
         return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)
@@ -295,3 +351,22 @@ class MlxBackend(Backend):
             self._close_runner()
         if not self.prompt_cache.flush(timeout=30):
             log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
+
+
+def _check_forced(syntax: str, request: ValidatedRequest) -> None:
+    """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
+    from tinytitan.engine.call_grammar import forced_call_grammar
+    from tinytitan.engine.grammar import lark_literal
+    from tinytitan.engine.validate import tool_source
+
+    for i, tool in enumerate(request.tools):
+        if request.forced_tool is not None and tool.name != request.forced_tool:
+            continue
+        try:
+            forced_call_grammar(syntax, [(tool.name, tool.parameters)], lark_literal)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"a forced call cannot promise this schema in this model's call syntax: {exc}",
+                param=tool_source(tool, i).at("parameters"),
+                code="unsupported_value",
+            ) from exc

@@ -10,9 +10,10 @@ serving needs around them:
 
 - the prompt cache per row: a row starts from the longest cached prefix (memory or disk), and its
   KV state is stored back when it leaves;
-- per-row samplers (each with its own random key, see ``sampling``), penalties and grammar masks,
-  built from the row's own request; a processor that fails (a grammar the sampler left) fails its
-  own row only;
+- per-row samplers — our ``sampling.Sampler``, the same one a lone request gets, each owning the
+  request's own PRNG key, so a row draws from its own random stream whatever shares the batch —
+  penalties and grammar masks, built from the row's own request; a processor that fails (a
+  grammar the sampler left) fails its own row only;
 - cancellation and stopping: a row whose ``cancel`` is set, or whose reader went away, is removed
   before the next step.
 
@@ -22,10 +23,8 @@ exception). Detokenizing and parsing stay on the job thread, per request.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
-import secrets
 import threading
 import time
 from collections import deque
@@ -33,11 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import Sampling
 
-__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row", "row_sampler"]
+__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row"]
 
 log = logging.getLogger("tinytitan.mlx")
 
@@ -78,8 +78,8 @@ class BatchRunner:
         eos: Sequence[int],
         max_rows: int,
         *,
-        make_sampler: Callable[[Sampling], Any],
-        make_processors: Callable[[Sampling, Sequence[int], int], list[Any]],
+        sampler: Callable[[Sampling], Any] = make_sampler,
+        processors: Callable[[Sampling, Sequence[int], int], list[Any]] = make_processors,
         prefill_step: int = PREFILL_STEP,
     ) -> None:
         self.model = model
@@ -88,8 +88,8 @@ class BatchRunner:
         self.eos = list(eos)
         self.max_rows = max(1, max_rows)
         self.prefill_step = prefill_step
-        self._make_sampler = make_sampler
-        self._make_processors = make_processors
+        self.make_sampler = sampler  # per row, from its request (a benchmark may swap it)
+        self.make_processors = processors
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.peak_rows = 0  # the most rows one step decoded (tests, benchmarks)
         # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
@@ -182,7 +182,7 @@ class BatchRunner:
         cache, reused = self.prompt_cache.fetch(row.tokens, self.identity)
         if row.on_join is not None:
             row.on_join(reused)
-        processors = [self._guard(row, p) for p in self._make_processors(row.sampling, row.tokens, 0)]
+        processors = [self._guard(row, p) for p in self.make_processors(row.sampling, row.tokens, 0)]
         if row.mask is not None:
             processors.append(self._guard(row, row.mask))  # last: penalties cannot re-open a masked token
         (uid,) = gen.insert(
@@ -190,7 +190,7 @@ class BatchRunner:
             max_tokens=[row.max_new],
             caches=[cache] if cache is not None else None,
             all_tokens=[list(row.tokens[:reused])],
-            samplers=[self._make_sampler(row.sampling)],
+            samplers=[self.make_sampler(row.sampling)],
             logits_processors=[processors],
             stop_sequences=[StopSequences([[e] for e in self.eos])],
         )
@@ -255,27 +255,3 @@ class BatchRunner:
         if not isinstance(offset, int) or offset != len(tokens):
             return
         self.prompt_cache.store(list(tokens), cache, self.identity)
-
-
-def row_sampler(sampling: Sampling) -> Any:
-    """The request's sampler, drawing from its own random stream whatever else shares the batch.
-
-    A sampler that owns a PRNG key (``key``) is used as it is. mlx-lm's draws from mlx's global
-    random state, which the rows of a batch would share; so each draw first seeds it from the
-    request's seed (or fresh random bits) and the draw's index.
-    """
-    from tinytitan.engine.backends.mlx.sampling import make_sampler
-
-    sampler = make_sampler(sampling)
-    if hasattr(sampler, "key"):
-        return sampler
-    import mlx.core as mx
-
-    base = sampling.seed if sampling.seed is not None else secrets.randbits(63)
-    draws = itertools.count()
-
-    def draw(logprobs: Any) -> Any:
-        mx.random.seed(hash((base, next(draws))) & (2**63 - 1))
-        return sampler(logprobs)
-
-    return draw

@@ -81,7 +81,7 @@ def model_identity(path: Path, dtype_setting: str) -> str:
         "config": (path / "config.json").read_text(encoding="utf-8"),
         "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weights],
         "dtype": compute_dtype(dtype_setting) or "native",
-        "mlx": mx.__version__,
+        "mlx": getattr(mx, "__version__", "unknown"),
         "mlx_lm": mlx_lm.__version__,
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]

@@ -1,0 +1,43 @@
+"""An Engine over the stub with memory on, and requests to drive it (shared by the memory tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tinytitan.engine.backends.factory import build_engine
+from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.request import ChatRequest, Message, Tool
+from tinytitan.engine.service import Completion, Engine
+from tinytitan.settings import Settings
+from tinytitan.testing.loop import run
+from tinytitan.testing.scripts import STUB_MODEL, script
+
+__all__ = ["WORKSPACE", "complete", "memory_engine", "request"]
+
+WORKSPACE = "/work/proj-a"
+
+
+def memory_engine(tmp_path: Path, *rules: dict[str, Any], **settings: Any) -> Engine:
+    config = Settings(memory=True, memory_dir=str(tmp_path / "memory"), launch_dir=str(tmp_path / "launch"))
+    for name, value in settings.items():
+        setattr(config, name, value)
+    return build_engine(config, StubBackend(script(*rules)))
+
+
+def request(
+    text: str = "hi",
+    *,
+    system: str | None = None,
+    tools: tuple[Tool, ...] = (),
+    history: tuple[Message, ...] = (),
+    workspace: str | None = WORKSPACE,
+    **fields: Any,
+) -> ChatRequest:
+    messages = ((Message("system", system),) if system else ()) + history + (Message("user", text),)
+    fields.setdefault("model", STUB_MODEL)
+    return ChatRequest(messages=messages, tools=tools, workspace=workspace, **fields)
+
+
+def complete(engine: Engine, chat: ChatRequest) -> Completion:
+    return run(engine.complete(chat))

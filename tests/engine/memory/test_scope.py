@@ -1,0 +1,80 @@
+"""Which workspace a request's memory belongs to."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinytitan.engine.memory.scope import declared_cwd, resolve_scope, workspace_id
+
+HOME = "/home/ada"
+
+
+def _scope(**kwargs: object):  # type: ignore[no-untyped-def]
+    args = {
+        "header": None,
+        "system": None,
+        "first_user": None,
+        "launch_dir": "/srv/launch",
+        "user": "ada",
+        "home": HOME,
+    }
+    args.update(kwargs)
+    return resolve_scope(**args)  # type: ignore[arg-type]
+
+
+def test_the_header_wins_over_the_prompt_and_the_launch_directory() -> None:
+    scope = _scope(header="/work/app", system="Working directory: /work/other")
+    assert scope is not None
+    assert (scope.workspace, scope.origin) == ("/work/app", "header")
+    assert scope.key == f"tinytitan/ada/{workspace_id('/work/app')}"
+
+
+def test_claude_code_working_directory_in_the_system_prompt() -> None:
+    system = "You are Claude Code.\n<env>\nWorking directory: /work/proj\nIs directory a git repo: Yes\n</env>"
+    scope = _scope(system=system)
+    assert scope is not None and (scope.workspace, scope.origin) == ("/work/proj", "prompt")
+
+
+def test_pi_current_working_directory() -> None:
+    scope = _scope(system="You are pi.\nCurrent working directory: /work/pi-proj\n")
+    assert scope is not None and scope.workspace == "/work/pi-proj"
+
+
+def test_codex_cwd_in_its_environment_context_turn() -> None:
+    first_user = "<environment_context>\n  <cwd>/work/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
+    scope = _scope(first_user=first_user)
+    assert scope is not None and scope.workspace == "/work/codex-proj"
+    assert declared_cwd(None, first_user) == "/work/codex-proj"
+
+
+def test_the_launch_directory_when_nothing_is_declared() -> None:
+    scope = _scope()
+    assert scope is not None and (scope.workspace, scope.origin) == ("/srv/launch", "launch")
+
+
+def test_paths_are_normalized_so_one_directory_has_one_id() -> None:
+    a, b = _scope(header="/work/app/"), _scope(header="/work//x/../app")
+    assert a is not None and b is not None and a.key == b.key
+
+
+@pytest.mark.parametrize("where", ["/", HOME, "/home", HOME + "/", "//"])
+def test_home_its_parent_and_root_are_never_workspaces(where: str) -> None:
+    assert _scope(header=where) is None
+    assert _scope(system=f"Working directory: {where}") is None
+    assert _scope(launch_dir=where) is None
+
+
+def test_a_refused_declared_directory_turns_memory_off_instead_of_falling_back() -> None:
+    # a client in ~ must not have its memories filed under the server's launch directory
+    assert _scope(header=HOME, launch_dir="/srv/launch") is None
+
+
+def test_a_relative_header_is_not_a_workspace() -> None:
+    assert _scope(header="app") is None
+
+
+def test_workspace_id_is_the_name_plus_eight_hex_of_the_full_path() -> None:
+    one, two = workspace_id("/a/app"), workspace_id("/b/app")
+    assert one.startswith("app-") and two.startswith("app-") and one != two
+    assert len(one.split("-")[-1]) == 8
+    assert workspace_id("/a/we ird*name").startswith("we_ird_name-")
