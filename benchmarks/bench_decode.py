@@ -232,3 +232,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # MLX ran on runner threads: finalizing would abort on its thread-local compile cache
