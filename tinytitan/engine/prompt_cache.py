@@ -89,6 +89,22 @@ def _clone(cache: list[Any]) -> list[Any]:
     return out
 
 
+def _materialize(cache: list[Any]) -> None:
+    """Evaluate every array the cache objects hold, here and now.
+
+    MLX streams are thread-local (mlx 0.32): an array still waiting on an operation recorded on one
+    thread's stream cannot be evaluated on another. A leaving row's cache is lazy (slices of the
+    batch's), and a snapshot may be fetched by a later runner thread (after an unload) or read by
+    the disk tier's writer, so it is evaluated on the thread that made it.
+    """
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    arrays = [a for c in cache for _, a in tree_flatten(vars(c)) if isinstance(a, mx.array)]
+    if arrays:
+        mx.eval(arrays)
+
+
 class PromptCache:
     def __init__(self, max_entries: int = 4, max_bytes: int = 2048 * 2**20, disk: DiskTier | None = None) -> None:
         self.max_entries = max_entries
@@ -158,6 +174,7 @@ class PromptCache:
         """Keep ``cache`` (holding exactly ``tokens``) as the most recent snapshot of ``model``."""
         if not tokens:
             return
+        _materialize(cache)
         if self.disk is not None:
             self.disk.save(model, tokens, cache)
         if self.max_entries <= 0:
