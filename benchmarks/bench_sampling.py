@@ -40,7 +40,6 @@ from typing import Any, TypedDict  # noqa: E402
 from bench_mlx import server_decode, words  # noqa: E402
 
 from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.backends.mlx import backend as backend_module  # noqa: E402
 from tinytitan.engine.backends.mlx.sampling import Sampler, make_sampler  # noqa: E402
 from tinytitan.engine.request import Sampling  # noqa: E402
 from tinytitan.testing.tiny_model import tiny_model_dir  # noqa: E402
@@ -56,11 +55,6 @@ class Defaults(TypedDict):
 
 QWEN: Defaults = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
 MakeSampler = Callable[[Sampling], Callable[[Any], Any]]
-
-
-def use_sampler(make: MakeSampler) -> None:
-    """Swap the sampler factory the backend module calls (a module global, patched at run time)."""
-    setattr(backend_module, "make_sampler", make)  # noqa: B010 - not a typed API: no attribute access
 
 
 def lm_logprobs(count: int, exponent: float) -> list[Any]:
@@ -166,12 +160,12 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                     ("top_k 1", ours_make, {"seed": round_, "top_k": 1}),  # our sampler, greedy's text
                 )
                 for name, make, sampling in runs:
-                    use_sampler(make)
+                    backend.runner().make_sampler = make
                     backend.prompt_cache.clear()
                     cpu, tokens = time.process_time(), backend.tokens_generated
                     rates[name] = server_decode(live.url, backend, text, n, sampling)
                     cpu_ms[name] = (time.process_time() - cpu) / (backend.tokens_generated - tokens) * 1e3
-                use_sampler(ours_make)
+                backend.runner().make_sampler = ours_make
                 if round_:
                     for name in ratios:
                         ratios[name].append(rates[name] / rates["greedy"])
@@ -184,7 +178,6 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                     flush=True,
                 )
     finally:
-        use_sampler(ours_make)
         backend.unload()
     print(
         f"(b) server decode at the model's default sampling ÷ greedy, {shape} shape: median of paired ratios "

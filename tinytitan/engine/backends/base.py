@@ -95,6 +95,9 @@ class Backend(ABC):
         """The parser this model's raw output goes through (``OutputParser`` options: stop, tools, ...)."""
         return OutputParser(markers=self.markers, tool_parser=self.tool_parser, **options)
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Finish background work (e.g. prompt-cache writes) before the process exits."""
+
     def count_text(self, text: str) -> int:
         """Tokens ``text`` takes in this model's own tokenizer (no template applied).
 
