@@ -13,7 +13,7 @@ _tinytitan_commands() {
 _tinytitan_options() {
     case "$1" in
         "") echo "--version --help" ;;
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --log-level --prompt-cache-entries --prompt-cache-mib --strip-cli-prompt --strip-tags --keepalive --dtype --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --help" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --dtype --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --help" ;;
         "models") echo "--url --cache-dir --json --help" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
@@ -25,7 +25,7 @@ _tinytitan_options() {
 # a command's options that take a value
 _tinytitan_valued() {
     case "$1" in
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --log-level --prompt-cache-entries --prompt-cache-mib --strip-tags --keepalive --dtype --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --dtype --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib" ;;
         "models") echo "--url --cache-dir" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
@@ -40,6 +40,7 @@ _tinytitan_values() {
         "serve --stub") echo "@file" ;;
         "serve --reasoning") echo "off on minimal low medium high xhigh max" ;;
         "serve --thinking") echo "on off" ;;
+        "serve --prompt-cache-dir") echo "@dir" ;;
         "serve --memory-tools") echo "off minimal full" ;;
         "serve --memory-dir") echo "@dir" ;;
         "count-tokens --api") echo "chat responses messages" ;;

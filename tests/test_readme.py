@@ -334,7 +334,7 @@ HOW: dict[str, How] = {
     "Set up": How(check_set_up, model=True),
     "Apple silicon (macOS, Metal)": How(check_platform),
     "Linux with an NVIDIA GPU (mlx's CUDA build)": How(check_platform),
-    "Linux CPU (OpenBLAS)": How(check_platform),
+    "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
     "Shell completion and the man page": How(check_completion),
     "Serving": How(check_serving, model=True),
     "Ten minutes to your agent on a local model": How(check_first_steps),

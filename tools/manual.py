@@ -25,7 +25,9 @@ _ENV_NAME = re.compile(r"(?<![A-Za-z0-9])_?TINYTITAN_[A-Z0-9_]*[A-Z0-9]")
 
 # Variables that are not an option's envvar (internal ones say so and are documented anyway).
 EXTRA_ENVIRONMENT: dict[str, str] = {
-    "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with Debian's OpenBLAS preloaded (the fast Linux CPU path).",
+    "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with a Debian BLAS preloaded (the fast Linux CPU path).",
+    "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
+    "the default), blis, openblas or off.",
     "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
     "TINYTITAN_CACHE_DIR": "Where TinyTitan caches what it builds (converted GGUF models, the test model); "
     "default $XDG_CACHE_HOME/tinytitan or ~/.cache/tinytitan.",

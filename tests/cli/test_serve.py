@@ -47,6 +47,8 @@ def serve_help() -> str:
         "--thinking",
         "--stub",
         "--log-level",
+        "--prompt-cache-dir",
+        "--prompt-cache-disk-mib",
         "TINYTITAN_PORT",
     ],
 )

@@ -18,11 +18,11 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 
-__all__ = ["Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
+__all__ = ["EventParser", "Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -50,6 +50,21 @@ class Markers:
 
 
 QWEN_MARKERS = Markers()
+
+
+class EventParser(Protocol):
+    """What generation asks of a parser: ``OutputParser``, or gpt-oss's ``HarmonyParser``."""
+
+    tool_calls: int
+    reasoning_tokens: int
+    completion_tokens: int
+
+    @property
+    def stopped(self) -> str | None: ...  # the stop string that ended the answer
+
+    def feed(self, piece: str, tokens: int = 1) -> list[Any]: ...
+
+    def finish(self) -> list[Any]: ...
 
 
 class OutputParser:

@@ -37,6 +37,9 @@ def build_backend(settings: Settings) -> Backend:
             prompt_cache_entries=settings.prompt_cache_entries,
             prompt_cache_mib=settings.prompt_cache_mib,
             dtype=settings.dtype,
+            prompt_cache_dir=settings.prompt_cache_dir,
+            prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
+            max_concurrent=settings.max_concurrent,
         )
     except ModelUnavailable as exc:
         raise SettingsError(exc.message) from None
