@@ -150,8 +150,11 @@ def _hub_cache(root: Path, model: Path | None) -> Path:
     return hub
 
 
-def run_section(section: Section, tmp: Path, *, model: Path | None = None, stub_server: bool = False) -> Run:
-    """Run the section's blocks as one bash session; ``model``: serve the tiny model for the default."""
+def run_section(
+    section: Section, tmp: Path, *, model: Path | None = None, stub_server: bool = False, in_checkout: bool = False
+) -> Run:
+    """Run the section's blocks as one bash session; ``model``: serve the tiny model for the default;
+    ``in_checkout``: in the repository (its commands name files of the checkout), else a scratch dir."""
     home, work, bin_dir = tmp / "home", tmp / "work", tmp / "bin"
     for d in (home, work, bin_dir):
         d.mkdir(parents=True)
@@ -201,7 +204,7 @@ def run_section(section: Section, tmp: Path, *, model: Path | None = None, stub_
         done = subprocess.run(
             ["bash", "--norc", "--noprofile", "-c", PRELUDE + section.script(port)],
             env=env,
-            cwd=work,
+            cwd=ROOT if in_checkout else work,
             capture_output=True,
             text=True,
             timeout=600,
@@ -328,6 +331,7 @@ class How:
     model: bool = False  # serve the tiny model (else `tinytitan serve` is the stub)
     stub_server: bool = False  # a stub server the section does not start itself
     client: str | None = None  # a pinned client CLI the section runs
+    in_checkout: bool = False  # run in the repository root (man -l man/tinytitan.1)
 
 
 HOW: dict[str, How] = {
@@ -335,7 +339,7 @@ HOW: dict[str, How] = {
     "Apple silicon (macOS, Metal)": How(check_platform),
     "Linux with an NVIDIA GPU (mlx's CUDA build)": How(check_platform),
     "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
-    "Shell completion and the man page": How(check_completion),
+    "Shell completion and the man page": How(check_completion, in_checkout=True),
     "Serving": How(check_serving, model=True),
     "Ten minutes to your agent on a local model": How(check_first_steps),
     "Claude Code (Anthropic Messages)": How(check_reply, stub_server=True, client="claude"),
@@ -370,7 +374,8 @@ def test_readme_section_runs(title: str, tmp_path: Path, tiny: Path) -> None:
         _client(how.client)
     if not shutil.which("jq") or not shutil.which("curl"):
         pytest.fail("the README's commands use curl and jq", pytrace=False)
-    run = run_section(section, tmp_path, model=tiny if how.model else None, stub_server=how.stub_server)
+    model = tiny if how.model else None
+    run = run_section(section, tmp_path, model=model, stub_server=how.stub_server, in_checkout=how.in_checkout)
     expected_failure = title == "Troubleshooting"  # its first command is the failure it explains
     assert expected_failure or run.returncode == 0, textwrap.shorten(run.output, 4000)
     how.check(run)

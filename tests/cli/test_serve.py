@@ -29,7 +29,7 @@ def test_help_lists_serve_and_version() -> None:
 
 @pytest.fixture(scope="module")
 def serve_help() -> str:
-    return runner.invoke(app, ["serve", "--help"]).output
+    return runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output  # 80 columns cut long names
 
 
 @pytest.mark.parametrize(
