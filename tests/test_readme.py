@@ -67,7 +67,8 @@ class Section:
 def readme_sections() -> dict[str, Section]:
     """The sections (## and ### titles) holding sh / python blocks, in order."""
     sections: dict[str, Section] = {}
-    title, language, lines = "", None, []
+    title, language = "", None
+    lines: list[str] = []
     for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines(keepends=True):
         if language is None and (heading := re.match(r"#{2,3} (.+)", line)):
             title = heading.group(1).strip()
