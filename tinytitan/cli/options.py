@@ -8,6 +8,7 @@ do â€” the model, the served id, the context cap, the default reasoning level â€
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,6 +22,7 @@ __all__ = [
     "MemoryDir",
     "Model",
     "ModelId",
+    "ModelsDir",
     "Reasoning",
     "Stub",
     "Thinking",
@@ -42,6 +44,16 @@ ModelId = Annotated[
     str | None,
     typer.Option(
         "--model-id", envvar="TINYTITAN_MODEL_ID", help="The id clients use (default: the directory or repo name)."
+    ),
+]
+ModelsDir = Annotated[
+    list[Path],
+    typer.Option(
+        "--models-dir",
+        envvar="TINYTITAN_MODELS_DIR",
+        metavar="DIR|hf",
+        help="Serve a catalog: every model directory in DIR, or 'hf' for the Hugging Face cache "
+        "(repeatable; several in the variable are separated by ':').",
     ),
 ]
 Stub = Annotated[

@@ -30,6 +30,7 @@ __all__ = [
     "template_messages",
     "template_tools",
     "thinking_kwargs",
+    "tool_call_family",
 ]
 
 _EFFORTS = LADDER[2:]
@@ -63,35 +64,47 @@ def read_template(path: Path) -> str:
     )
 
 
-# markers mlx-lm's tool-parser inference checks before it settles on the JSON one (json_tools)
-_OTHER_CALL_SYNTAX = (
-    "<minimax:tool_call>",
-    "<|tool_call>",
-    "<start_function_call>",
-    "<longcat_tool_call>",
-    "<arg_key>",
-    "<|tool_list_start|>",
-    "<|tool_call_start|>",
-    "<function=",
-    "<|tool_calls_section_begin|>",
-    '<function name="',
-    "[TOOL_CALLS]",
-    "<atem:function_calls>",
+# the template markers mlx-lm's tool-parser inference checks, in its order → the parser it picks
+_CALL_SYNTAX: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("<minimax:tool_call>",), "minimax_m2"),
+    (("<|tool_call>", "<tool_call|>"), "gemma4"),
+    (("<start_function_call>",), "function_gemma"),
+    (("<longcat_tool_call>",), "longcat"),
+    (("<arg_key>",), "glm47"),
+    (("<|tool_list_start|>",), "pythonic"),
+    (("<|tool_call_start|>",), "pythonic"),
+    (("<tool_call>\\n<function=",), "qwen3_coder"),
+    (("<tool_call>\n<function=",), "qwen3_coder"),
+    (("<|tool_calls_section_begin|>",), "kimi_k2"),
+    (('<function name="', '<param name="'), "minicpm5"),
+    (("[TOOL_CALLS]",), "mistral"),
+    (("<atem:function_calls>",), "muse_spark"),
+    (("<tool_call>", "tool_call.name"), "json_tools"),
 )
+
+
+def tool_call_family(path: Path, template: str) -> str | None:
+    """The model family's tool-call syntax — mlx-lm's tool parser name (``json_tools``, ``mistral``, …).
+
+    Read from the files, as mlx-lm's tokenizer wrapper decides it (an explicit ``tool_parser_type``
+    in ``tokenizer_config.json``, else markers in the template), without loading the tokenizer.
+    None when the template shows no tool-call syntax.
+    """
+    declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
+    if isinstance(declared, str) and declared:
+        return declared
+    for markers, family in _CALL_SYNTAX:
+        if all(marker in template for marker in markers):
+            return family
+    return None
 
 
 def json_tool_calls(path: Path, template: str) -> bool:
     """Whether the family calls tools as ``<tool_call>{"name", "arguments"}</tool_call>`` JSON.
 
-    Only that syntax can be forced (a grammar over it); read from the files, as mlx-lm's tokenizer
-    wrapper decides it (an explicit ``tool_parser_type``, else the template), without loading it.
+    Only that syntax can be forced (a grammar over it).
     """
-    declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
-    if declared is not None:
-        return declared == "json_tools"
-    if any(marker in template for marker in _OTHER_CALL_SYNTAX):
-        return False
-    return "<tool_call>" in template and "tool_call.name" in template
+    return tool_call_family(path, template) == "json_tools"
 
 
 def detect_levels(template: str) -> tuple[str, ...]:
