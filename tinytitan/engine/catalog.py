@@ -11,8 +11,9 @@ reasoning levels, whether a tool call can be forced) and the facts ``tinytitan m
 read from config, template and safetensors headers: no weights, no tokenizer, no mlx import.
 
 A source is anything with ``scan(max_context) -> Iterator[CatalogEntry | Skipped]``; an entry's
-``format`` names the backend that serves it (``"mlx"`` here). Another format (GGUF files, an
-Ollama blob store) plugs in as one more source yielding entries of its own format.
+``format`` names what its path holds: ``"mlx"`` (a model directory) or ``"gguf"`` (a GGUF file,
+which the MLX backend converts on first load). ``GgufStoreSource`` is the GGUF files Ollama and
+LM Studio downloaded, and the embedded SmolLM2, read from their headers.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "DirectorySource",
+    "GgufStoreSource",
     "HubCacheSource",
     "Skipped",
     "Source",
@@ -51,8 +53,8 @@ class CatalogEntry:
 
     id: str
     path: Path
-    format: str  # the backend that serves it: "mlx"
-    origin: str  # where it was found: "dir" or "hf"
+    format: str  # what the path holds: "mlx" (a model directory) or "gguf" (a file)
+    origin: str  # where it was found: "dir", "hf", "ollama", "lmstudio" or "embedded"
     info: ModelInfo
     architecture: str
     parameters: int | None
@@ -173,6 +175,36 @@ class HubCacheSource:
             model_id = name if names.count(name) == 1 else repo.repo_id
             yield _entry_or_skip(
                 Path(revision.snapshot_path), model_id, origin=HF, repo_id=repo.repo_id, max_context=max_context
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class GgufStoreSource:
+    """GGUF files other tools downloaded (Ollama's blobs, LM Studio's folder) and the embedded
+    SmolLM2, under the ids ``serve --model`` takes (``ollama:qwen3:0.6b``, ``lmstudio:org/repo/file``)."""
+
+    def scan(self, max_context: int | None = None) -> Iterator[CatalogEntry | Skipped]:
+        from tinytitan.engine.backends.mlx.gguf_facts import gguf_facts
+        from tinytitan.engine.backends.mlx.gguf_stores import gguf_store_models
+
+        for row in gguf_store_models():
+            path = Path(row["path"])
+            try:
+                info, about = gguf_facts(path, row["id"], max_context)
+            except ModelUnavailable as exc:
+                yield Skipped(path, exc.message)
+                continue
+            yield CatalogEntry(
+                id=row["id"],
+                path=path,
+                format="gguf",
+                origin=row["source"],
+                info=info,
+                architecture=about.architecture,
+                parameters=about.parameters,
+                quantization=about.quantization,
+                size_bytes=about.size_bytes,
+                tool_call_family=about.tool_call_family,
             )
 
 
