@@ -129,7 +129,11 @@ class ModelManager:
         return self.resident or self._preferred or next(iter(self._slots))
 
     def info(self, model_id: str) -> ModelInfo:
-        return self._slots[model_id].info
+        """The model's facts: a catalog entry's (read once, at the scan), else its backend's own."""
+        slot = self._slots[model_id]
+        if slot.entry is None and slot.backend is not None:
+            return slot.backend.info  # one model: as the backend says now (a stub script may change it)
+        return slot.info
 
     def entry(self, model_id: str) -> CatalogEntry | None:
         return self._slots[model_id].entry
