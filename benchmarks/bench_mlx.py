@@ -118,15 +118,18 @@ def direct_decode(backend: MlxBackend, tokens: list[int], n: int) -> float:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
-def server_decode(url: str, backend: MlxBackend, text: str, n: int) -> float:
-    """Decode tok/s seen by a streaming Chat Completions client (first content chunk → last)."""
+def server_decode(url: str, backend: MlxBackend, text: str, n: int, sampling: dict[str, Any] | None = None) -> float:
+    """Decode tok/s seen by a streaming Chat Completions client (first content chunk → last).
+
+    ``sampling``: the request's sampling fields (default greedy; ``{}`` for the model's defaults).
+    """
     import httpx
 
     body = {
         "model": backend.info.id,
         "messages": [{"role": "user", "content": text}],
         "max_tokens": n,
-        "temperature": 0,
+        **({"temperature": 0} if sampling is None else sampling),
         "stream": True,
         "chat_template_kwargs": {"enable_thinking": False},
     }

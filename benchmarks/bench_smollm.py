@@ -60,7 +60,9 @@ def weight_bytes(backend: MlxBackend) -> int:
     """Bytes of parameters one decode step reads (a tied embedding counts once: it is the LM head)."""
     from mlx.utils import tree_flatten
 
-    return sum(v.nbytes for _, v in tree_flatten(backend._model.parameters()))
+    params = tree_flatten(backend._model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs
+    return sum(v.nbytes for _, v in params)
 
 
 def main() -> None:

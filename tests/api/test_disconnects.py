@@ -22,6 +22,7 @@ import pytest
 
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.waiting import wait_until
 
 SCRIPT = script(
     {"when": {"user_contains": "slow"}, "reply": {"text": " ".join(["word"] * 400), "chunk_delay_ms": 30}},
@@ -46,13 +47,6 @@ ROUTES: dict[str, tuple[str, Callable[[str, bool], dict[str, Any]], dict[str, st
         ANTHROPIC,
     ),
 }
-
-
-def wait_until(predicate: Callable[[], bool], limit: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, f"condition never held {what}"
-        time.sleep(0.01)
 
 
 def idle(live: LiveServer) -> bool:

@@ -14,11 +14,12 @@ from tinytitan.api.openapi import BODY_ROUTES
 from tinytitan.testing.fuzz import FUZZ_SCRIPT, fuzz
 from tinytitan.testing.process import serve_stub_process
 from tinytitan.testing.scripts import STUB_MODEL
+from tinytitan.testing.server import LiveServer
 
 REQUESTS = 5000
 
 
-def test_openapi_documents_every_route(server) -> None:  # type: ignore[no-untyped-def]
+def test_openapi_documents_every_route(server: LiveServer) -> None:
     doc = httpx.get(server.url + "/openapi.json").json()
     posts = {path for path, ops in doc["paths"].items() if "post" in ops}
     assert {

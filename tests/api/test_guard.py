@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 import httpx
+import pytest
 
-from tinytitan.settings import Settings
-from tinytitan.testing.scripts import STUB_MODEL
-from tinytitan.testing.server import LiveServer
+from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.settings import Settings, SettingsError
+from tinytitan.testing.scripts import STUB_MODEL, script
+from tinytitan.testing.server import LiveServer, live_server
 
 Serve = Callable[..., AbstractContextManager[LiveServer]]
 BODY = {"model": STUB_MODEL, "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[LiveServer]:
+    """One server for the table tests below: each checks that its refusals reached no backend."""
+    with live_server(StubBackend(script())) as live:
+        yield live
 
 
 def test_dns_rebinding_host_is_refused(server: LiveServer) -> None:
     r = httpx.get(server.v1 + "/models", headers={"host": "evil.example"})
     assert r.status_code == 403
     assert r.json()["error"]["message"] == "host not allowed"
-    for host in (f"127.0.0.1:{server.port}", "localhost", f"[::1]:{server.port}"):
-        assert httpx.get(server.v1 + "/models", headers={"host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost", "[::1]:{port}"])
+def test_loopback_hosts_are_allowed(guarded: LiveServer, host: str) -> None:
+    headers = {"host": host.format(port=guarded.port)}
+    assert httpx.get(guarded.v1 + "/models", headers=headers).status_code == 200
 
 
 def test_cross_origin_post_is_refused(server: LiveServer) -> None:
@@ -44,8 +58,6 @@ def test_listed_origin_gets_cors(serve: Serve) -> None:
 
 
 def test_text_plain_is_never_parsed(server: LiveServer) -> None:
-    import json
-
     r = httpx.post(server.v1 + "/chat/completions", content=json.dumps(BODY), headers={"content-type": "text/plain"})
     assert r.status_code == 415
     assert server.recorded == []
@@ -102,27 +114,40 @@ def _is_envelope(r: httpx.Response, path: str) -> bool:
     return {"message", "type", "code"} <= set(doc["error"])
 
 
-def test_dns_rebinding_is_refused_on_every_protocol(server: LiveServer) -> None:
-    for path, body in POST_BODIES.items():
-        r = httpx.post(server.url + path, json=body, headers=_hdrs(path, host=f"evil.example:{server.port}"))
-        assert r.status_code == 403 and _is_envelope(r, path)
-        assert r.json()["error"]["type"] == "permission_error"
-    for host in ("127.0.0.1.evil.example", "localhost.evil.example", "evil.example#127.0.0.1"):
-        assert httpx.get(server.v1 + "/models", headers={"host": host}).status_code == 403
-    assert server.recorded == []
+EVIL_ORIGINS = ["https://evil.example", "null", "http://127.0.0.1.evil.example", "http://localhost.evil.example"]
 
 
-def test_browser_cross_origin_posts_are_refused(server: LiveServer) -> None:
-    for origin in ("https://evil.example", "null", "http://127.0.0.1.evil.example", "http://localhost.evil.example"):
-        for path, body in POST_BODIES.items():
-            r = httpx.post(server.url + path, json=body, headers={"origin": origin})
-            assert r.status_code == 403 and _is_envelope(r, path), (origin, path)
-        assert httpx.post(server.v1 + "/models/unload", headers={"origin": origin}).status_code == 403
-        pre = httpx.options(
-            server.v1 + "/chat/completions", headers={"origin": origin, "access-control-request-method": "POST"}
-        )
-        assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers
-    assert server.recorded == []
+@pytest.mark.parametrize("path", list(POST_BODIES))
+def test_dns_rebinding_is_refused_on_every_protocol(guarded: LiveServer, path: str) -> None:
+    before = len(guarded.recorded)
+    headers = _hdrs(path, host=f"evil.example:{guarded.port}")
+    r = httpx.post(guarded.url + path, json=POST_BODIES[path], headers=headers)
+    assert r.status_code == 403 and _is_envelope(r, path)
+    assert r.json()["error"]["type"] == "permission_error"
+    assert len(guarded.recorded) == before
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1.evil.example", "localhost.evil.example", "evil.example#127.0.0.1"])
+def test_hosts_that_only_look_local_are_refused(guarded: LiveServer, host: str) -> None:
+    assert httpx.get(guarded.v1 + "/models", headers={"host": host}).status_code == 403
+
+
+@pytest.mark.parametrize("path", list(POST_BODIES))
+@pytest.mark.parametrize("origin", EVIL_ORIGINS)
+def test_browser_cross_origin_posts_are_refused(guarded: LiveServer, origin: str, path: str) -> None:
+    before = len(guarded.recorded)
+    r = httpx.post(guarded.url + path, json=POST_BODIES[path], headers={"origin": origin})
+    assert r.status_code == 403 and _is_envelope(r, path)
+    assert len(guarded.recorded) == before
+
+
+@pytest.mark.parametrize("origin", EVIL_ORIGINS)
+def test_cross_origin_unload_and_preflight_are_refused(guarded: LiveServer, origin: str) -> None:
+    assert httpx.post(guarded.v1 + "/models/unload", headers={"origin": origin}).status_code == 403
+    pre = httpx.options(
+        guarded.v1 + "/chat/completions", headers={"origin": origin, "access-control-request-method": "POST"}
+    )
+    assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers
 
 
 def test_null_origin_only_when_listed(serve: Serve) -> None:
@@ -131,18 +156,17 @@ def test_null_origin_only_when_listed(serve: Serve) -> None:
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "null"
 
 
-def test_cors_simple_bodies_are_never_parsed(server: LiveServer) -> None:
-    """The three content types a page may POST without a preflight → 415, on every JSON route."""
-    import json
-
-    for path, body in POST_BODIES.items():
-        raw = json.dumps(body)
-        for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-            r = httpx.post(server.url + path, content=raw, headers=_hdrs(path, **{"content-type": kind}))
-            assert r.status_code == 415 and _is_envelope(r, path), (path, kind)
-        r = httpx.post(server.url + path, content=raw, headers=_hdrs(path))  # no content-type at all
-        assert r.status_code == 415
-    assert server.recorded == []
+@pytest.mark.parametrize("path", list(POST_BODIES))
+@pytest.mark.parametrize(
+    "kind", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None]
+)
+def test_cors_simple_bodies_are_never_parsed(guarded: LiveServer, kind: str | None, path: str) -> None:
+    """The three content types a page may POST without a preflight (or none at all) → 415, on every JSON route."""
+    before = len(guarded.recorded)
+    headers = _hdrs(path) if kind is None else _hdrs(path, **{"content-type": kind})
+    r = httpx.post(guarded.url + path, content=json.dumps(POST_BODIES[path]), headers=headers)
+    assert r.status_code == 415 and _is_envelope(r, path)
+    assert len(guarded.recorded) == before
 
 
 def test_api_key_guards_every_route_in_its_envelope(serve: Serve) -> None:
@@ -163,17 +187,16 @@ def test_api_key_guards_every_route_in_its_envelope(serve: Serve) -> None:
         assert wrong.status_code == 401 and _is_envelope(wrong, "/v1/messages")
 
 
-def test_non_loopback_bind_needs_an_api_key() -> None:
-    import pytest
-
-    from tinytitan.settings import SettingsError
-
-    for host in ("0.0.0.0", "::", "192.168.1.20", "example.com"):
-        with pytest.raises(SettingsError, match="--api-key"):
-            Settings(host=host).check()
-        Settings(host=host, api_key="k").check()
-    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "example.com"])
+def test_non_loopback_bind_needs_an_api_key(host: str) -> None:
+    with pytest.raises(SettingsError, match="--api-key"):
         Settings(host=host).check()
+    Settings(host=host, api_key="k").check()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_loopback_bind_needs_no_key(host: str) -> None:
+    Settings(host=host).check()
 
 
 def test_head_health_carries_the_same_headers_as_get(server: LiveServer) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from typing import Any
 
 import httpx
@@ -18,6 +17,7 @@ from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, schema_depth
 from tinytitan.settings import HEADER_LIMIT, Settings
 from tinytitan.testing.scripts import STUB_MODEL
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.waiting import wait_until
 
 USER = {"role": "user", "content": "hi"}
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
@@ -40,10 +40,7 @@ def post(server: LiveServer, path: str, body: str | dict[str, Any], **headers: s
 
 def assert_still_free(server: LiveServer) -> None:
     queue = server.engine.queue
-    deadline = time.monotonic() + 10
-    while queue.running or queue.waiting:
-        assert time.monotonic() < deadline, "a refused request kept its slot"
-        time.sleep(0.01)
+    wait_until(lambda: not (queue.running or queue.waiting), limit=10, what="(a refused request kept its slot)")
     ok = post(server, "/chat/completions", {"model": STUB_MODEL, "messages": [USER], "max_tokens": 1})
     assert ok.status_code == 200
 
@@ -133,11 +130,14 @@ def test_tool_count_limit(server: LiveServer) -> None:
     assert str(MAX_TOOLS) in error["message"]
     ok = post(server, "/chat/completions", {"model": STUB_MODEL, "messages": [USER], "tools": tools(MAX_TOOLS)})
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/messages", "/messages/count_tokens"])
+def test_tool_count_limit_on_messages(server: LiveServer, path: str) -> None:
     many = [{"name": f"t{i}", "input_schema": {"type": "object"}} for i in range(MAX_TOOLS + 1)]
     body = {"model": STUB_MODEL, "max_tokens": 5, "messages": [USER], "tools": many}
-    for path in ("/messages", "/messages/count_tokens"):
-        error = anthropic_error(post(server, path, body, **ANTHROPIC), 400)
-        assert error["message"].startswith("tools: ")
+    error = anthropic_error(post(server, path, body, **ANTHROPIC), 400)
+    assert error["message"].startswith("tools: ")
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ Memory over many rounds is measured by ``benchmarks/load.py`` (figures, not asse
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.waiting import wait_until_async
 
 QUEUE_LIMIT = 20
 SCRIPT = script(
@@ -48,13 +48,6 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 }
 
 
-async def _wait_until(predicate: Any, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        await asyncio.sleep(0.01)
-
-
 async def _run(live: LiveServer, protocol: dict[str, Any], clients: int) -> list[tuple[int, str, str | None]]:
     url = live.v1 + protocol["path"]
     limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=0)
@@ -64,7 +57,7 @@ async def _run(live: LiveServer, protocol: dict[str, Any], clients: int) -> list
             lines = holder.aiter_lines()  # keep a reference: a dropped iterator closes the connection
             assert holder.status_code == 200
             await anext(lines)
-            await _wait_until(lambda: live.engine.queue.running == 1)
+            await wait_until_async(lambda: live.engine.queue.running == 1)
 
             async def client() -> None:
                 async with http.stream("POST", url, json=protocol["body"]("hi")) as r:
@@ -73,7 +66,7 @@ async def _run(live: LiveServer, protocol: dict[str, Any], clients: int) -> list
 
             tasks = [asyncio.ensure_future(asyncio.wait_for(client(), 60)) for _ in range(clients)]
             refused = clients - QUEUE_LIMIT
-            await _wait_until(lambda: len(results) == refused and live.engine.queue.waiting == QUEUE_LIMIT)
+            await wait_until_async(lambda: len(results) == refused and live.engine.queue.waiting == QUEUE_LIMIT)
             # nobody admitted has an answer yet: the slot is still held
             assert all(status == protocol["refused"] for status, _, _ in results)
         # the holder is gone: its slot frees and the waiting streams run, one after another

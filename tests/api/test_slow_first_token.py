@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import anthropic
 import openai
 import pytest
+from anthropic.types import MessageParam
+from openai.types.chat import ChatCompletionMessageParam
 
 from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.settings import Settings
@@ -34,15 +36,15 @@ def live() -> Iterator[LiveServer]:
 
 def openai_chat(live: LiveServer) -> str:
     client = openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0)
-    messages = [{"role": "user", "content": "hi"}]
-    stream = client.chat.completions.create(model=STUB_MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    stream = client.chat.completions.create(model=STUB_MODEL, messages=messages, stream=True)
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
 def openai_chat_helper(live: LiveServer) -> str:
     client = openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0)
-    messages = [{"role": "user", "content": "hi"}]
-    with client.chat.completions.stream(model=STUB_MODEL, messages=messages) as stream:  # type: ignore[arg-type]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    with client.chat.completions.stream(model=STUB_MODEL, messages=messages) as stream:
         return stream.get_final_completion().choices[0].message.content or ""
 
 
@@ -54,8 +56,8 @@ def openai_responses(live: LiveServer) -> str:
 
 def anthropic_messages(live: LiveServer) -> str:
     client = anthropic.Anthropic(base_url=live.url, api_key="unused", max_retries=0)
-    messages = [{"role": "user", "content": "hi"}]
-    with client.messages.stream(model=STUB_MODEL, max_tokens=256, messages=messages) as stream:  # type: ignore[arg-type]
+    messages: list[MessageParam] = [{"role": "user", "content": "hi"}]
+    with client.messages.stream(model=STUB_MODEL, max_tokens=256, messages=messages) as stream:
         message = stream.get_final_message()
     return "".join(block.text for block in message.content if block.type == "text")
 

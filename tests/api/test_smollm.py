@@ -103,16 +103,22 @@ def stream_with_sdk(live: LiveServer, protocol: str, content: str = QUESTION, **
 
 
 ENDS = {"chat": "stop", "responses": "completed", "messages": "end_turn"}
-GREEDY = {"chat": {"temperature": 0}, "responses": {"temperature": 0}, "messages": {"temperature": 0}}
+GREEDY: dict[str, dict[str, Any]] = {
+    "chat": {"temperature": 0},
+    "responses": {"temperature": 0},
+    "messages": {"temperature": 0},
+}
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_greedy_answer_ends_by_the_models_own_end_of_turn(live: LiveServer, protocol: str) -> None:
-    cap = {"chat": {"max_tokens": 200}, "responses": {"max_output_tokens": 200}, "messages": {}}[protocol]
+    cap: dict[str, Any] = {"chat": {"max_tokens": 200}, "responses": {"max_output_tokens": 200}, "messages": {}}[
+        protocol
+    ]
     text, finish, usage = ask(live, protocol, **GREEDY[protocol], **cap)
     assert "Paris" in text
     assert finish == ENDS[protocol]
-    generated = usage.get("completion_tokens", usage.get("output_tokens"))
+    generated = usage["completion_tokens"] if "completion_tokens" in usage else usage["output_tokens"]
     assert 0 < generated < 200  # ended by its end-of-turn token, not by the cap
 
 
@@ -125,11 +131,12 @@ def test_streamed_greedy_answer_through_the_sdk(live: LiveServer, protocol: str)
 
 def _raw_stream(live: LiveServer, protocol: str) -> list[str]:
     model = live.engine.info.id
+    headers: dict[str, str] = {}
     if protocol == "chat":
-        url, headers = live.v1 + "/chat/completions", {}
+        url = live.v1 + "/chat/completions"
         body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": QUESTION}]}
     elif protocol == "responses":
-        url, headers, body = live.v1 + "/responses", {}, {"model": model, "input": QUESTION}
+        url, body = live.v1 + "/responses", {"model": model, "input": QUESTION}
     else:
         url, headers = live.url + "/v1/messages", HEADERS
         body = {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}]}
@@ -166,7 +173,7 @@ def test_keepalives_before_a_late_first_token(live: LiveServer, slow_start: None
 
 @pytest.mark.parametrize("protocol", ["chat", "messages"])
 def test_stop_string_cuts_the_answer(live: LiveServer, protocol: str) -> None:
-    field = {"stop": ["Paris"]} if protocol == "chat" else {"stop_sequences": ["Paris"]}
+    field: dict[str, Any] = {"stop": ["Paris"]} if protocol == "chat" else {"stop_sequences": ["Paris"]}
     text, finish, _ = ask(live, protocol, temperature=0, **field)
     assert "Paris" not in text and text.strip().startswith("The capital of France")
     assert finish == ("stop" if protocol == "chat" else "stop_sequence")

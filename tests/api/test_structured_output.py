@@ -86,8 +86,8 @@ def test_script_breaking_the_schema_fails_loudly(live: LiveServer) -> None:
     assert "breaks the requested schema" in r.json()["error"]["message"]
 
 
-def test_text_and_unrecognised_shapes_stay_plain(live: LiveServer) -> None:
-    for fmt in ({"type": "text"}, "json"):
-        path, body = chat(fmt)  # type: ignore[arg-type]
-        assert httpx.post(live.url + path, json=body).status_code == 200
-        assert live.recorded[-1]["output_format"] is None
+@pytest.mark.parametrize("fmt", [{"type": "text"}, "json"])
+def test_text_and_unrecognised_shapes_stay_plain(live: LiveServer, fmt: Any) -> None:
+    path, body = chat(fmt)
+    assert httpx.post(live.url + path, json=body).status_code == 200
+    assert live.recorded[-1]["output_format"] is None

@@ -44,7 +44,12 @@ def test_default_is_the_local_server_else_in_process(server: LiveServer, monkeyp
     target.close()
 
     loaded: list[Any] = []
-    monkeypatch.setattr(connect_module, "_in_process", lambda *args: loaded.append(args) or "in-process")
+
+    def in_process(*args: Any) -> str:
+        loaded.append(args)
+        return "in-process"
+
+    monkeypatch.setattr(connect_module, "_in_process", in_process)
     monkeypatch.setenv("TINYTITAN_PORT", str(free_port()))
     monkeypatch.setenv("TINYTITAN_MODEL", "/models/mine")
     assert connect(url=None, model=None, stub=None, reasoning="low") == "in-process"

@@ -87,7 +87,12 @@ def test_a_turn_keeps_the_servers_output_items(server: LiveServer) -> None:
 
 def test_tools_are_asked_run_and_answered(server: LiveServer, tmp_path: Path) -> None:
     asked: list[tuple[str, str]] = []
-    runner, _log = _runner(server, confirm=lambda name, args: asked.append((name, args)) is None)
+
+    def confirm(name: str, args: str) -> bool:
+        asked.append((name, args))
+        return True
+
+    runner, _log = _runner(server, confirm=confirm)
     assert runner.run("read my notes") == "done"
     assert asked == [("read_file", json.dumps({"path": str(tmp_path / "notes.txt")}))]
     kinds = [i["type"] for i in runner.session.items]
@@ -111,7 +116,9 @@ def test_a_declined_call_is_told_to_the_model(server: LiveServer) -> None:
 def test_tool_rounds_are_bounded(server: LiveServer) -> None:
     runner, _ = _runner(server, confirm=lambda name, args: True)
     runner.session.items.clear()
-    server.engine.backend.script["rules"].pop(0)  # the model now calls the tool forever
+    backend = server.engine.backend
+    assert isinstance(backend, StubBackend)
+    backend.script["rules"].pop(0)  # the model now calls the tool forever
     assert runner.run("loop") == "done"
     assert sum(i["type"] == "function_call" for i in runner.session.items) == MAX_TOOL_ROUNDS + 1
 

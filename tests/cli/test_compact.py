@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
@@ -59,13 +60,17 @@ def _files(tmp_path: Path, session: Any) -> tuple[Path, Path]:
     return path, script
 
 
-def test_compact_prints_the_note(tmp_path: Path) -> None:
-    for session in (RESPONSES, {"input": RESPONSES}, CHAT, {"messages": CHAT}, MESSAGES):
-        path, script = _files(tmp_path, session)
-        result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
-        assert result.exit_code == 0, result.output
-        assert result.stdout.strip() == NOTE
-        assert "compaction pass 1" in result.stderr
+@pytest.mark.parametrize(
+    "session",
+    [RESPONSES, {"input": RESPONSES}, CHAT, {"messages": CHAT}, MESSAGES],
+    ids=["responses items", "responses body", "chat messages", "chat body", "messages body"],
+)
+def test_compact_prints_the_note(tmp_path: Path, session: Any) -> None:
+    path, script = _files(tmp_path, session)
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE
+    assert "compaction pass 1" in result.stderr
 
 
 def test_compact_json_is_the_endpoint_object(tmp_path: Path) -> None:
@@ -91,16 +96,19 @@ def test_compact_json_is_the_endpoint_object(tmp_path: Path) -> None:
     assert payload["summary"] == NOTE and payload["mode"] == "model"
 
 
-def test_corrupt_session_is_a_clear_error(tmp_path: Path) -> None:
-    for session in (
-        '{"input": [',
-        "42",
-        '{"something": 1}',
-        '[{"type": "compaction", "encrypted_content": "@@"}]',
-    ):
-        path, script = _files(tmp_path, session)
-        result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
-        assert result.exit_code == 2, result.output
-        assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
+@pytest.mark.parametrize(
+    "session",
+    ['{"input": [', "42", '{"something": 1}', '[{"type": "compaction", "encrypted_content": "@@"}]'],
+    ids=["broken json", "a number", "no input", "a broken payload"],
+)
+def test_corrupt_session_is_a_clear_error(tmp_path: Path, session: str) -> None:
+    path, script = _files(tmp_path, session)
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+    assert result.exit_code == 2, result.output
+    assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:
+    _path, script = _files(tmp_path, RESPONSES)
     result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
     assert result.exit_code == 2 and "cannot read" in result.stderr

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from tinytitan import __version__
@@ -26,8 +27,16 @@ def test_help_lists_serve_and_version() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0 and "serve" in result.output
     assert runner.invoke(app, ["--version"]).output.strip() == f"tinytitan {__version__}"
-    serve_help = runner.invoke(app, ["serve", "--help"]).output
-    for flag in (
+
+
+@pytest.fixture(scope="module")
+def serve_help() -> str:
+    return runner.invoke(app, ["serve", "--help"]).output
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
         "--model",
         "--model-id",
         "--host",
@@ -41,8 +50,10 @@ def test_help_lists_serve_and_version() -> None:
         "--stub",
         "--log-level",
         "TINYTITAN_PORT",
-    ):
-        assert flag in serve_help
+    ],
+)
+def test_serve_help_lists(serve_help: str, flag: str) -> None:
+    assert flag in serve_help
 
 
 def test_non_loopback_without_key_is_refused(tmp_path: Path) -> None:

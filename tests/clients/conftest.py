@@ -22,10 +22,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -74,6 +74,12 @@ class StubServer:
 
     def access_log(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+class StartStub(Protocol):
+    """The ``stub`` fixture: a script (and extra ``serve`` flags) in, a running server out."""
+
+    def __call__(self, script: dict[str, Any], *args: str) -> StubServer: ...
 
 
 def _free_port() -> int:
@@ -139,7 +145,7 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServer]
 
 
 @pytest.fixture
-def stub(tmp_path: Path) -> Iterator[Callable[..., StubServer]]:
+def stub(tmp_path: Path) -> Iterator[StartStub]:
     """``server = stub({"rules": [...]}, "--keepalive", "0.5")`` — a ``tinytitan serve --stub`` process
     (with extra ``serve`` flags) for this test."""
     procs: list[subprocess.Popen[bytes]] = []

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .conftest import Claude, StartStub
+
 
 REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
 
@@ -13,7 +17,7 @@ def _result(run: Any) -> dict[str, Any]:
     return result
 
 
-def test_say_hi(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_say_hi(stub: StartStub, claude: Claude) -> None:
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
     run = claude.run(server, "say hi")
     assert run.returncode == 0, run.describe()
@@ -31,7 +35,7 @@ def test_say_hi(stub, claude) -> None:  # type: ignore[no-untyped-def]
     assert {"Bash", "Read", "Write", "Edit"} <= {t["name"] for t in first["tools"]}
 
 
-def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_tool_round_trip(stub: StartStub, claude: Claude) -> None:
     target = claude.ws.work / "hello.txt"
     server = stub(
         {
@@ -65,7 +69,7 @@ def test_tool_round_trip(stub, claude) -> None:  # type: ignore[no-untyped-def]
     assert "hello.txt" in result_turn["content"]
 
 
-def test_thinking(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_thinking(stub: StartStub, claude: Claude) -> None:
     server = stub(
         {
             "reasoning_levels": ["off", "low", "medium", "high"],
@@ -86,7 +90,7 @@ def test_thinking(stub, claude) -> None:  # type: ignore[no-untyped-def]
     assert first["reasoning_level"] == "medium"
 
 
-def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_large_tool_result_makes_it_count_tokens(stub: StartStub, claude: Claude) -> None:
     big = claude.ws.work / "big.txt"
     big.write_text("".join(f"line {i:05d} of a long file\n" for i in range(1500)))  # ~40k characters
     server = stub(
@@ -112,7 +116,7 @@ def test_large_tool_result_makes_it_count_tokens(stub, claude) -> None:  # type:
     assert '"POST /v1/messages/count_tokens?beta=true HTTP/1.1" 200' in log, log
 
 
-def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_broken_stream_is_retried_without_streaming(stub: StartStub, claude: Claude) -> None:
     server = stub(
         {
             "rules": [
@@ -130,7 +134,7 @@ def test_broken_stream_is_retried_without_streaming(stub, claude) -> None:  # ty
     assert "scripted failure" in server.access_log()
 
 
-def test_multi_turn_session_resends_history(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_multi_turn_session_resends_history(stub: StartStub, claude: Claude) -> None:
     server = stub(
         {
             "rules": [

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .conftest import Codex, StartStub
+
 
 REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
 
@@ -11,7 +15,7 @@ def _user_texts(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "user"]
 
 
-def test_say_hi(stub, codex) -> None:  # type: ignore[no-untyped-def]
+def test_say_hi(stub: StartStub, codex: Codex) -> None:
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
     run = codex.run(server, "say hi")
     assert run.returncode == 0, run.describe()
@@ -29,7 +33,7 @@ def test_say_hi(stub, codex) -> None:  # type: ignore[no-untyped-def]
     assert "web_search" not in tools
 
 
-def test_tool_round_trip(stub, codex) -> None:  # type: ignore[no-untyped-def]
+def test_tool_round_trip(stub: StartStub, codex: Codex) -> None:
     command = "printf 'written by codex' > hello.txt"
     server = stub(
         {
@@ -62,7 +66,7 @@ def test_tool_round_trip(stub, codex) -> None:  # type: ignore[no-untyped-def]
     assert "Process exited with code 0" in result_turn["content"]  # what Codex reports from exec_command
 
 
-def test_thinking(stub, codex) -> None:  # type: ignore[no-untyped-def]
+def test_thinking(stub: StartStub, codex: Codex) -> None:
     server = stub(
         {
             "reasoning_levels": ["off", "low", "medium", "high"],

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from .conftest import Pi, StartStub
+
 
 REPLY = "hello from tinytitan, verbatim: 3 < 4 & done."
 
 
-def test_say_hi(stub, pi) -> None:  # type: ignore[no-untyped-def]
+def test_say_hi(stub: StartStub, pi: Pi) -> None:
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
     run = pi.run(server, "say hi")
     assert run.returncode == 0, run.describe()
@@ -20,7 +26,7 @@ def test_say_hi(stub, pi) -> None:  # type: ignore[no-untyped-def]
     assert {"read", "bash", "edit", "write"} <= {t["name"] for t in first["tools"]}
 
 
-def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
+def test_tool_round_trip(stub: StartStub, pi: Pi) -> None:
     target = pi.ws.work / "hello.txt"
     server = stub(
         {
@@ -52,7 +58,7 @@ def test_tool_round_trip(stub, pi) -> None:  # type: ignore[no-untyped-def]
     assert result_turn["content"]  # pi's report of the write
 
 
-def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
+def test_thinking(stub: StartStub, pi: Pi) -> None:
     server = stub(
         {
             "reasoning_levels": ["off", "low", "medium", "high"],
@@ -80,7 +86,7 @@ def test_thinking(stub, pi) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("api", "path"), [("openai-responses", "/v1/responses"), ("anthropic-messages", "/v1/messages")]
 )
-def test_tool_round_trip_over_the_other_protocols(stub, pi, api: str, path: str) -> None:  # type: ignore[no-untyped-def]
+def test_tool_round_trip_over_the_other_protocols(stub: StartStub, pi: Pi, api: str, path: str) -> None:
     """pi speaks all three protocols: the same scripted turn works over Responses and Messages too."""
     target = pi.ws.work / "hello.txt"
     server = stub(

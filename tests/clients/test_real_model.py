@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from .conftest import StubServer, _start, _stop
 
+if TYPE_CHECKING:
+    from .conftest import Pi
+
 
 @pytest.mark.timeout(700)
-def test_pi_says_hi_with_the_real_model(real_model, pi) -> None:  # type: ignore[no-untyped-def]
+def test_pi_says_hi_with_the_real_model(real_model: StubServer, pi: Pi) -> None:
     pi.ws.timeout = 600
     run = pi.run(real_model, "say hi")
     assert run.returncode == 0, run.describe()

@@ -8,10 +8,15 @@ the answer (an empty ``data:`` field in the OpenAI keepalive once broke pi and t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import httpx
 import pytest
 
 from .conftest import MODEL
+
+if TYPE_CHECKING:
+    from .conftest import Claude, Codex, Pi, StartStub, StubServer
 
 KEEPALIVE = "0.5"
 PREFILL_MS = 1600  # more than three keepalive intervals
@@ -19,13 +24,13 @@ REPLY = "hello after a long prefill"
 SCRIPT = {"rules": [{"reply": {"text": REPLY, "prefill_ms": PREFILL_MS}}]}
 
 
-def _raw(server, path: str, body: dict) -> bytes:  # type: ignore[no-untyped-def]
+def _raw(server: StubServer, path: str, body: dict[str, Any]) -> bytes:
     with httpx.stream("POST", server.url + path, json={"model": MODEL, "stream": True, **body}, timeout=60) as r:
         assert r.status_code == 200
         return r.read()
 
 
-def test_keepalives_are_on_the_wire(stub) -> None:  # type: ignore[no-untyped-def]
+def test_keepalives_are_on_the_wire(stub: StartStub) -> None:
     """What the clients below see before their first event: comment lines on OpenAI streams (no
     ``data:`` field), ``event: ping`` on Anthropic ones, lines ending in ``\\n`` only."""
     server = stub(SCRIPT, "--keepalive", KEEPALIVE)
@@ -39,21 +44,21 @@ def test_keepalives_are_on_the_wire(stub) -> None:  # type: ignore[no-untyped-de
 
 
 @pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
-def test_pi_reads_a_slow_first_token(stub, pi, api: str) -> None:  # type: ignore[no-untyped-def]
+def test_pi_reads_a_slow_first_token(stub: StartStub, pi: Pi, api: str) -> None:
     server = stub(SCRIPT, "--keepalive", KEEPALIVE)
     run = pi.run(server, "say hi", api=api)
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
 
 
-def test_codex_reads_a_slow_first_token(stub, codex) -> None:  # type: ignore[no-untyped-def]
+def test_codex_reads_a_slow_first_token(stub: StartStub, codex: Codex) -> None:
     server = stub(SCRIPT, "--keepalive", KEEPALIVE)
     run = codex.run(server, "say hi")
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
 
 
-def test_claude_code_reads_a_slow_first_token(stub, claude) -> None:  # type: ignore[no-untyped-def]
+def test_claude_code_reads_a_slow_first_token(stub: StartStub, claude: Claude) -> None:
     server = stub(SCRIPT, "--keepalive", KEEPALIVE)
     run = claude.run(server, "say hi")
     assert run.returncode == 0, run.describe()

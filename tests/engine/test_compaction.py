@@ -64,17 +64,26 @@ def _ask(ask: str, text: str, **reply: Any) -> dict[str, Any]:
     return {"when": {"user_contains": ask}, "reply": {"text": text, **reply}}
 
 
-def test_budget_arithmetic() -> None:
-    assert compaction_budget(32768, None) == 4096
-    assert compaction_budget(8192, None) == 1024
-    assert compaction_budget(1024, None) == 256
-    assert compaction_budget(100_000, None) == 4096
-    assert compaction_budget(8192, 10_000) == 4096
-    assert compaction_budget(8192, 300) == 300
-    for bad in (0, -5):
-        with pytest.raises(InvalidRequest) as info:
-            compaction_budget(8192, bad)
-        assert info.value.param == "max_compaction_tokens"
+@pytest.mark.parametrize(
+    ("context", "asked", "budget"),
+    [
+        (32768, None, 4096),
+        (8192, None, 1024),
+        (1024, None, 256),
+        (100_000, None, 4096),
+        (8192, 10_000, 4096),
+        (8192, 300, 300),
+    ],
+)
+def test_budget_arithmetic(context: int, asked: int | None, budget: int) -> None:
+    assert compaction_budget(context, asked) == budget
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_a_budget_below_one_is_refused(bad: int) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        compaction_budget(8192, bad)
+    assert info.value.param == "max_compaction_tokens"
 
 
 def test_transcript_is_role_labelled_with_calls_inline() -> None:
@@ -163,13 +172,21 @@ def test_payload_round_trip_and_version_check() -> None:
     with pytest.raises(InvalidRequest) as info:
         decode_payload(other)
     assert info.value.code == "compaction_payload_version"
-    for bad in ("%%%", base64.b64encode(b"[1]").decode()):
-        with pytest.raises(InvalidRequest) as info:
-            decode_payload(bad)
-        assert info.value.code == "compaction_payload_invalid"
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ("%%%", "compaction_payload_invalid"),
+        (base64.b64encode(b"[1]").decode(), "compaction_payload_invalid"),
+        (None, "invalid_value"),
+    ],
+    ids=["not base64", "not an object", "missing"],
+)
+def test_a_broken_payload_is_refused_by_code(payload: str | None, code: str) -> None:
     with pytest.raises(InvalidRequest) as info:
-        decode_payload(None)
-    assert info.value.code == "invalid_value"
+        decode_payload(payload)
+    assert info.value.code == code
 
 
 def test_trim_middle_keeps_head_third_and_tail() -> None:

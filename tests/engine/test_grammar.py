@@ -80,7 +80,8 @@ def test_annotation_named_properties_are_kept() -> None:
 def test_tool_call_grammar_accepts_only_a_valid_call() -> None:
     import llguidance
 
-    from tinytitan.engine.grammar import tool_call_grammar
+    from tinytitan.engine.call_grammar import forced_call_grammar
+    from tinytitan.engine.grammar import lark_literal
 
     schema = {
         "type": "object",
@@ -89,7 +90,7 @@ def test_tool_call_grammar_accepts_only_a_valid_call() -> None:
         "required": ["a"],
         "additionalProperties": False,
     }
-    grammar = tool_call_grammar([("f", schema), ("g", None)], '"<tool_call>"', '"</tool_call>"')
+    grammar = forced_call_grammar("json_tools", [("f", schema), ("g", None)], lark_literal)
     tok = llguidance.LLTokenizer("byte")
 
     def accepts(text: str) -> bool:

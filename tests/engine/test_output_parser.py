@@ -19,7 +19,7 @@ def run(pieces: list[str], **kwargs: Any) -> tuple[OutputParser, list[Any]]:
     return parser, events
 
 
-def text_of(events: list[Any], kind: type) -> str:
+def text_of(events: list[Any], kind: type[TextDelta | ReasoningDelta]) -> str:
     return "".join(e.text for e in events if isinstance(e, kind))
 
 

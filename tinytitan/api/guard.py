@@ -16,10 +16,21 @@ import re
 import secrets
 from collections.abc import Iterable
 
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.enums import ScopeType
+from litestar.types import (
+    ASGIApp,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    HTTPScope,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 
 from tinytitan.api.errors import error_payload, is_anthropic
 from tinytitan.engine.errors import AuthenticationFailed, Forbidden, TinyTitanError, UnsupportedMediaType
+from tinytitan.engine.request import new_id
 
 __all__ = ["GuardConfig", "guarded"]
 
@@ -45,11 +56,11 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def _headers(scope: HTTPScope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-def _check(scope: Scope, headers: dict[str, str], config: GuardConfig) -> str | None:
+def _check(scope: HTTPScope, headers: dict[str, str], config: GuardConfig) -> str | None:
     """Raise the guard's refusal; return the allowed CORS origin, if any."""
     host = headers.get("host")
     if host is not None and not config.any_host and _host_name(host) not in config.hosts:
@@ -89,15 +100,23 @@ def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
     ]
 
 
+def _start(status: int, headers: list[tuple[bytes, bytes]]) -> HTTPResponseStartEvent:
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
+def _body(body: bytes) -> HTTPResponseBodyEvent:
+    return {"type": "http.response.body", "body": body, "more_body": False}
+
+
 def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
     """Wrap the whole app (not only matched routes, so 404 / 405 answers are stamped too)."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
-        request_id = "req_" + secrets.token_hex(16)
-        scope.setdefault("state", {})["request_id"] = request_id  # type: ignore[index]
+        request_id = new_id("req_")
+        scope.setdefault("state", {})["request_id"] = request_id
         headers = _headers(scope)
         anthropic = is_anthropic(scope.get("path", ""), headers)
         extra = [(b"openai-version", b"2020-10-01")]
@@ -106,7 +125,7 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *extra]  # type: ignore[typeddict-item]
+                message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
         try:
@@ -116,8 +135,8 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
             raw = json.dumps(body).encode()
             start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
             start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
-            await send_with_headers({"type": "http.response.start", "status": status, "headers": start_headers})
-            await send({"type": "http.response.body", "body": raw})
+            await send_with_headers(_start(status, start_headers))
+            await send(_body(raw))
             return
         if cors is not None:
             extra.extend(_cors_headers(cors))
@@ -129,8 +148,8 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
                         (b"access-control-max-age", b"600"),
                     ]
                 )
-                await send_with_headers({"type": "http.response.start", "status": 204, "headers": []})
-                await send({"type": "http.response.body", "body": b""})
+                await send_with_headers(_start(204, []))
+                await send(_body(b""))
                 return
         await app(scope, receive, send_with_headers)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Protocol
 
 from litestar import Request, Response
@@ -56,7 +56,7 @@ class Encoder(Protocol):
         ...
 
 
-async def encode_stream(events: AsyncIterator[Event], encoder: Encoder) -> AsyncIterator[SSE]:
+async def encode_stream(events: AsyncGenerator[Event, None], encoder: Encoder) -> AsyncGenerator[SSE, None]:
     """The protocol's stream of ``events``; closing it (a client gone) closes ``events`` too."""
     for item in encoder.start():
         yield item

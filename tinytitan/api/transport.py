@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from typing import Any
 
 import h11
@@ -24,6 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tinytitan.api.errors import error_payload, is_anthropic
 from tinytitan.engine.errors import HeadersTooLarge, RequestTimeout, TinyTitanError
+from tinytitan.engine.request import new_id
 from tinytitan.settings import Settings
 
 __all__ = ["hardened_h11", "uvicorn_options"]
@@ -38,7 +38,7 @@ def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
     path = target[1].decode("latin-1") if len(target) > 1 else ""
     names = {line.split(b":", 1)[0].strip().lower().decode("latin-1") for line in lines[1:] if b":" in line}
     anthropic = is_anthropic(path, names)
-    request_id = "req_" + secrets.token_hex(16)
+    request_id = new_id("req_")
     status, body, _ = error_payload(exc, anthropic=anthropic, request_id=request_id)
     raw = json.dumps(body).encode()
     response = [
@@ -58,6 +58,8 @@ def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:
     class HardenedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
 
+        # H11Protocol's own signature: uvicorn narrows asyncio's BaseTransport to the Transport it is
+        # given, which mypy reports against asyncio.BaseProtocol for every subclass
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_timer()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from tinytitan import __version__
@@ -48,4 +51,28 @@ app.command("chat")(chat)
 
 def main() -> None:
     allow_reexec()
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+    _exit(code)
+
+
+def _exit(code: object) -> None:
+    """Leave without finalizing the interpreter once MLX ran on a worker thread.
+
+    An exiting worker thread frees MLX's thread-local compile cache, whose entries hold Python
+    objects; when that races with interpreter finalization the thread is unwound through C++
+    frames and the process aborts ("terminate called without an active exception"). Everything
+    the command owns is closed by then, so only the streams need flushing.
+    """
+    if "mlx.core" not in sys.modules:
+        raise SystemExit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if isinstance(code, str):  # typer's message-and-exit form
+        print(code, file=sys.stderr, flush=True)
+        code = 1
+    os._exit(code if isinstance(code, int) else 0)

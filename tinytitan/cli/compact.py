@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import MaxContext, Model, ModelId, Stub, engine_settings
+from tinytitan.cli.options import ModelFlags, with_model_flags
 
 if TYPE_CHECKING:
     from tinytitan.engine.request import Message
@@ -55,6 +55,7 @@ def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
     return list(to_chat_request(doc, api, model="session").messages), [], None
 
 
+@with_model_flags(reasoning=False)
 def compact(
     session: Annotated[
         str,
@@ -63,10 +64,7 @@ def compact(
             help="A saved session (Responses input, Chat messages or an Anthropic Messages request); '-' reads stdin.",
         ),
     ],
-    model: Model = None,
-    model_id: ModelId = None,
-    stub: Stub = None,
-    max_context: MaxContext = None,
+    flags: ModelFlags = ModelFlags(),
     max_tokens: int = typer.Option(
         None, "--max-tokens", help="The note's budget in tokens (default: one eighth of the context, at most 4096)."
     ),
@@ -83,9 +81,9 @@ def compact(
     from tinytitan.engine.compaction import compact as run_compaction
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
 
-    fast_cpu(not stub)  # before stdin is read: a re-exec starts the process over
+    fast_cpu(not flags.stub)  # before stdin is read: a re-exec starts the process over
     try:
-        settings = engine_settings(model, model_id, stub, max_context)
+        settings = flags.settings(queue_limit=1)
         text = sys.stdin.read() if session == "-" else Path(session).read_text(encoding="utf-8")
         messages, notes, found_instructions = load_session(json.loads(text))
     except OSError as exc:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import MaxContext, Model, ModelId, Reasoning, Stub, Thinking, engine_settings
+from tinytitan.cli.options import ModelFlags, with_model_flags
 
 __all__ = ["count_tokens"]
 
@@ -19,6 +19,7 @@ def _fail(message: str) -> typer.Exit:
     return fail("count-tokens", message)
 
 
+@with_model_flags()
 def count_tokens(
     request: Annotated[
         str,
@@ -30,12 +31,7 @@ def count_tokens(
         metavar="chat|responses|messages",
         help="The request's protocol (default: detected from its fields).",
     ),
-    model: Model = None,
-    model_id: ModelId = None,
-    stub: Stub = None,
-    max_context: MaxContext = None,
-    reasoning: Reasoning = None,
-    thinking: Thinking = None,
+    flags: ModelFlags = ModelFlags(),
     as_json: bool = typer.Option(False, "--json", help='Print {"prompt_tokens", "api", "model"}.'),
 ) -> None:
     """Print the prompt tokens a request takes, exactly as a server started with the same flags reports
@@ -46,9 +42,9 @@ def count_tokens(
     from tinytitan.engine.backends.factory import build_engine
     from tinytitan.engine.errors import TinyTitanError
 
-    fast_cpu(not stub)  # before stdin is read: a re-exec starts the process over
+    fast_cpu(not flags.stub)  # before stdin is read: a re-exec starts the process over
     try:
-        settings = engine_settings(model, model_id, stub, max_context, reasoning, thinking)
+        settings = flags.settings(queue_limit=1)
         kind = parse_api(api) if api is not None else None
     except ValueError as exc:
         raise _fail(str(exc)) from None

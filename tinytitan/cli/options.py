@@ -1,15 +1,21 @@
-"""The options every model-running command shares (serve, chat, count-tokens, compact).
+"""The options every model-running command shares (serve, count-tokens, compact; chat takes some).
 
 Declared once, so the offline commands take exactly the knobs that change what the server would
 do — the model, the served id, the context cap, the default reasoning level — and read the same
-``TINYTITAN_*`` variables.
+``TINYTITAN_*`` variables. A command asks for them with one ``flags: ModelFlags`` parameter and
+``@with_model_flags()``: Typer sees the separate options there, the command gets one value. A
+command that takes only some of them (chat) uses the option types themselves.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,79 +27,46 @@ __all__ = [
     "Memory",
     "MemoryDir",
     "Model",
+    "ModelFlags",
     "ModelId",
     "ModelsDir",
     "Reasoning",
     "Stub",
     "Thinking",
-    "engine_settings",
     "memory_dir",
     "reasoning_level",
+    "with_model_flags",
 ]
 
-Model = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        envvar="TINYTITAN_MODEL",
-        metavar="DIR|FILE.gguf|ID",
-        help="A local model directory, a GGUF file or a Hugging Face hub id (org/name).",
-    ),
-]
-ModelId = Annotated[
-    str | None,
-    typer.Option(
-        "--model-id", envvar="TINYTITAN_MODEL_ID", help="The id clients use (default: the directory or repo name)."
-    ),
-]
+
+def _option(flag: str, help: str, metavar: str | None = None) -> Any:
+    """``flag`` and its variable: ``--max-context`` reads ``TINYTITAN_MAX_CONTEXT``."""
+    envvar = "TINYTITAN_" + flag.removeprefix("--").replace("-", "_").upper()
+    return typer.Option(flag, envvar=envvar, metavar=metavar, help=help)
+
+
+_MODEL_HELP = "A local model directory, a GGUF file or a Hugging Face hub id (org/name)."
+_LEVELS = "off, on, minimal, low, medium, high, xhigh, max"
+Model = Annotated[str | None, _option("--model", _MODEL_HELP, "DIR|FILE.gguf|ID")]
+ModelId = Annotated[str | None, _option("--model-id", "The id clients use (default: the directory or repo name).")]
 ModelsDir = Annotated[
     list[Path],
-    typer.Option(
+    _option(
         "--models-dir",
-        envvar="TINYTITAN_MODELS_DIR",
-        metavar="DIR|hf",
-        help="Serve a catalog: every model directory in DIR, or 'hf' for the Hugging Face cache "
+        "Serve a catalog: every model directory in DIR, or 'hf' for the Hugging Face cache "
         "(repeatable; several in the variable are separated by ':').",
+        "DIR|hf",
     ),
 ]
 Stub = Annotated[
-    str | None,
-    typer.Option(
-        "--stub",
-        envvar="TINYTITAN_STUB",
-        metavar="SCRIPT.json",
-        help="A scripted backend instead of a model (tests, client wiring).",
-    ),
+    str | None, _option("--stub", "A scripted backend instead of a model (tests, client wiring).", "SCRIPT.json")
 ]
-MaxContext = Annotated[
-    int | None,
-    typer.Option("--max-context", envvar="TINYTITAN_MAX_CONTEXT", help="Cap the context window (tokens)."),
-]
-Reasoning = Annotated[
-    str | None,
-    typer.Option(
-        "--reasoning",
-        envvar="TINYTITAN_REASONING",
-        metavar="LEVEL",
-        help="Default reasoning level: off, on, minimal, low, medium, high, xhigh, max.",
-    ),
-]
-Thinking = Annotated[
-    str | None,
-    typer.Option(
-        "--thinking", envvar="TINYTITAN_THINKING", metavar="on|off", help="Shorthand for --reasoning on / off."
-    ),
-]
+MaxContext = Annotated[int | None, _option("--max-context", "Cap the context window (tokens).")]
+Reasoning = Annotated[str | None, _option("--reasoning", f"Default reasoning level: {_LEVELS}.", "LEVEL")]
+Thinking = Annotated[str | None, _option("--thinking", "Shorthand for --reasoning on / off.", "on|off")]
 Dtype = Annotated[
-    str,
-    typer.Option(
-        "--dtype",
-        envvar="TINYTITAN_DTYPE",
-        help="Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.",
-    ),
+    str, _option("--dtype", "Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.")
 ]
-
-
 Memory = Annotated[
     bool,
     typer.Option(
@@ -104,13 +77,20 @@ Memory = Annotated[
 ]
 MemoryDir = Annotated[
     str | None,
-    typer.Option(
+    _option(
         "--memory-dir",
-        envvar="TINYTITAN_MEMORY_DIR",
-        metavar="DIR",
-        help="Where the memory journals live (default: tinytitan/memory in the user's data directory).",
+        "Where the memory journals live (default: tinytitan/memory in the user's data directory).",
+        "DIR",
     ),
 ]
+_FLAGS: dict[str, Any] = {
+    "model": Model,
+    "model_id": ModelId,
+    "stub": Stub,
+    "max_context": MaxContext,
+    "reasoning": Reasoning,
+    "thinking": Thinking,
+}
 
 
 def memory_dir(value: str | None) -> str:
@@ -135,20 +115,54 @@ def reasoning_level(reasoning: str | None, thinking: str | None) -> str | None:
     return level
 
 
-def engine_settings(
-    model: str | None,
-    model_id: str | None,
-    stub: str | None,
-    max_context: int | None,
-    reasoning: str | None = None,
-    thinking: str | None = None,
-) -> Settings:
-    """The ``Settings`` an offline command runs the model with: the same as ``serve`` given these flags."""
-    return Settings(
-        model=model,
-        model_id=model_id,
-        stub=stub,
-        max_context=max_context,
-        reasoning=reasoning_level(reasoning, thinking),
-        queue_limit=1,
-    )
+@dataclass(frozen=True, slots=True)
+class ModelFlags:
+    """The shared flags as one value."""
+
+    model: str | None = None
+    model_id: str | None = None
+    stub: str | None = None
+    max_context: int | None = None
+    reasoning: str | None = None
+    thinking: str | None = None
+
+    def settings(self, **extra: Any) -> Settings:
+        """The ``Settings`` to run the model with: the same as ``serve`` given these flags, and ``extra``.
+
+        ``ValueError`` with a message for a bad reasoning level."""
+        return Settings(
+            model=self.model,
+            model_id=self.model_id,
+            stub=self.stub,
+            max_context=self.max_context,
+            reasoning=reasoning_level(self.reasoning, self.thinking),
+            **extra,
+        )
+
+
+def with_model_flags(*, reasoning: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Put the shared options where the command's ``flags: ModelFlags`` parameter stands (without
+    ``--reasoning`` / ``--thinking`` when ``reasoning`` is False); the command is called with them
+    gathered into that one ``ModelFlags``."""
+    names = [name for name in _FLAGS if reasoning or name not in ("reasoning", "thinking")]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name != "flags":
+                params.append(param)
+                continue
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            params += [inspect.Parameter(name, kind, default=None, annotation=_FLAGS[name]) for name in names]
+
+        @functools.wraps(command)
+        def run(**options: Any) -> None:
+            command(flags=ModelFlags(**{name: options.pop(name) for name in names}), **options)
+
+        # what Typer reads: the options in place of `flags`, their annotations already evaluated
+        run.__dict__["__signature__"] = signature.replace(parameters=params)
+        run.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return run
+
+    return decorate

@@ -7,22 +7,9 @@ import os
 
 import typer
 
-from tinytitan.cli import options
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import (
-    Dtype,
-    MaxContext,
-    Memory,
-    MemoryDir,
-    Model,
-    ModelId,
-    ModelsDir,
-    Reasoning,
-    Stub,
-    Thinking,
-    reasoning_level,
-)
-from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError
+from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, ModelsDir, memory_dir, with_model_flags
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["serve"]
 
@@ -31,9 +18,9 @@ def _fail(message: str) -> typer.Exit:
     return fail("serve", message)
 
 
+@with_model_flags()
 def serve(
-    model: Model = None,
-    model_id: ModelId = None,
+    flags: ModelFlags = ModelFlags(),
     models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
     host: str = typer.Option(
         DEFAULT_HOST,
@@ -60,10 +47,6 @@ def serve(
         envvar="TINYTITAN_QUEUE_LIMIT",
         help="Requests that may wait beyond the running one; more are refused (429/529).",
     ),
-    max_context: MaxContext = None,
-    reasoning: Reasoning = None,
-    thinking: Thinking = None,
-    stub: Stub = None,
     log_level: str = typer.Option(
         "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
     ),
@@ -111,7 +94,7 @@ def serve(
         envvar="TINYTITAN_MEMORY_TOOL_ROUNDS",
         help="Memory-only turns the server runs per request before a final answer without them.",
     ),
-    memory_dir: MemoryDir = None,
+    memory_directory: MemoryDir = None,
     memory_fsync: bool = typer.Option(
         False, "--memory-fsync", envvar="TINYTITAN_MEMORY_FSYNC", help="Sync the memory journal on every write."
     ),
@@ -127,40 +110,31 @@ def serve(
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
-        level = reasoning_level(reasoning, thinking)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    settings = Settings(
-        model=model,
-        model_id=model_id,
-        host=host,
-        port=port,
-        api_key=api_key,
-        cors_origins=list(cors_origin),
-        queue_limit=queue_limit,
-        max_context=max_context,
-        reasoning=level,
-        stub=stub,
-        log_level=log_level.lower(),
-        prompt_cache_entries=prompt_cache_entries,
-        strip_cli_prompt=strip_cli_prompt,
-        strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
-        prompt_cache_mib=prompt_cache_mib,
-        dtype=dtype,
-        keepalive_seconds=keepalive,
-        memory=memory,
-        memory_tools=memory_tools.lower(),
-        memory_tool_rounds=memory_tool_rounds,
-        memory_dir=options.memory_dir(memory_dir),
-        memory_fsync=memory_fsync,
-        memory_max_records=memory_max_records,
-        memory_max_mib=memory_max_mib,
-        launch_dir=os.getcwd(),
-        models_dirs=tuple(str(d) for d in models_dir),
-    )
-    try:
+        settings = flags.settings(
+            host=host,
+            port=port,
+            api_key=api_key,
+            cors_origins=list(cors_origin),
+            queue_limit=queue_limit,
+            log_level=log_level.lower(),
+            prompt_cache_entries=prompt_cache_entries,
+            strip_cli_prompt=strip_cli_prompt,
+            strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
+            prompt_cache_mib=prompt_cache_mib,
+            dtype=dtype,
+            keepalive_seconds=keepalive,
+            memory=memory,
+            memory_tools=memory_tools.lower(),
+            memory_tool_rounds=memory_tool_rounds,
+            memory_dir=memory_dir(memory_directory),
+            memory_fsync=memory_fsync,
+            memory_max_records=memory_max_records,
+            memory_max_mib=memory_max_mib,
+            launch_dir=os.getcwd(),
+            models_dirs=tuple(str(d) for d in models_dir),
+        )
         settings.check()
-    except SettingsError as exc:
+    except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
 

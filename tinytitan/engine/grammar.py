@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions  # a TypedDict of its stubs only (nothing at run time)
 
 __all__ = [
     "ANNOTATIONS",
@@ -24,13 +27,13 @@ __all__ = [
     "compile_schema",
     "keyword_paths",
     "lark_literal",
+    "rebase_refs",
     "schema_grammar",
-    "tool_call_grammar",
 ]
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 # compact JSON: no free whitespace, so a document cannot stall in indentation (random weights do)
-JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 DEFAULT_TOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 ANNOTATIONS = frozenset(
     {
@@ -117,7 +120,7 @@ def keyword_paths(schema: Any, keyword: str, path: str = "#") -> Iterator[str]:
 def _compile(schema_json: str) -> tuple[str | None, str | None]:
     import llguidance  # lazy: not needed to start the CLI
 
-    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, overrides=JSON_OPTIONS)  # type: ignore[arg-type]
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema_json, overrides=JSON_OPTIONS)
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:
         return None, messages[0] if messages else "invalid schema"
@@ -156,7 +159,7 @@ def lark_literal(text: str) -> str:
     return json.dumps(text)
 
 
-def _rebase_refs(schema: Any, base: str) -> Any:
+def rebase_refs(schema: Any, base: str) -> Any:
     """Local ``$ref``s re-rooted under ``base`` (the schema is embedded in a larger one)."""
     if isinstance(schema, dict):
         out = {}
@@ -166,10 +169,10 @@ def _rebase_refs(schema: Any, base: str) -> Any:
             elif k in ("enum", "const"):
                 out[k] = v
             else:
-                out[k] = _rebase_refs(v, base)
+                out[k] = rebase_refs(v, base)
         return out
     if isinstance(schema, list):
-        return [_rebase_refs(v, base) for v in schema]
+        return [rebase_refs(v, base) for v in schema]
     return schema
 
 
@@ -190,33 +193,3 @@ def schema_grammar(schema: dict[str, Any], prefix: str | None = None) -> str:
     body = json.dumps({**clean_schema(schema), "x-guidance": JSON_OPTIONS}, sort_keys=True)
     head = f"{prefix} " if prefix else ""
     return compile_lark(f"start: {head}doc\ndoc: %json {body}\n")
-
-
-def tool_call_grammar(
-    tools: Sequence[tuple[str, dict[str, Any] | None]],
-    start: str,
-    end: str,
-    prefix: str | None = None,
-) -> str:
-    """Exactly one call, in the Qwen / Hermes JSON syntax, of one of ``tools`` (name, parameters).
-
-    ``start`` / ``end`` are the call markers as Lark expressions; the arguments must match the
-    tool's schema (its local ``$ref``s re-rooted, since it is embedded under ``arguments``).
-    """
-    if not tools:
-        raise ValueError("a forced tool call needs at least one tool")
-    rules: list[str] = []
-    for i, (name, parameters) in enumerate(tools):
-        arguments = _rebase_refs(clean_schema(parameters or DEFAULT_TOOL_SCHEMA), "#/properties/arguments")
-        wrapper = {
-            "type": "object",
-            "properties": {"name": {"const": name}, "arguments": arguments},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-            "x-guidance": JSON_OPTIONS,
-        }
-        rules.append(f"call_{i}: %json {json.dumps(wrapper)}")
-    head = f"{prefix} " if prefix else ""
-    alternatives = " | ".join(f"call_{i}" for i in range(len(tools)))
-    lark = "\n".join([f'start: {head}{start} "\\n" call "\\n" {end}', f"call: {alternatives}", *rules, ""])
-    return compile_lark(lark)

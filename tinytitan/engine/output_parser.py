@@ -4,6 +4,11 @@ Every backend's raw output goes through this one parser. The markers and the too
 come from the model family (mlx-lm's ``TokenizerWrapper`` knows them for a real model; the
 scripted backend uses Qwen's). Stop strings apply to the visible channel only and are matched
 across piece boundaries: text that could still become a stop string (or a marker) is held back.
+
+A call section may hold several calls (Kimi K2's section, Mistral's repeated ``[TOOL_CALLS]``): the
+tool parser may return a list. A family without an end marker (Mistral) keeps its section open to
+the end of the answer. A section the parser cannot read is shown as text, never dropped. gpt-oss's
+harmony format has its own parser (``tinytitan.engine.harmony``) with the same interface.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 
-__all__ = ["Markers", "OutputParser", "json_tool_parser", "new_call_id"]
+__all__ = ["Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -123,7 +128,7 @@ class OutputParser:
             end = m.tool_end or ""
             idx = self.buffer.find(end) if end else -1
             if idx < 0:
-                keep = _partial_suffix(self.buffer, (end,)) if end else 0
+                keep = partial_suffix(self.buffer, (end,)) if end else 0
                 self.tool_buffer += self.buffer[: len(self.buffer) - keep]
                 self.buffer = self.buffer[len(self.buffer) - keep :]
                 return False
@@ -145,7 +150,7 @@ class OutputParser:
             if idx >= 0 and (hit is None or idx < hit[0]):
                 hit = (idx, needle, kind)
         if hit is None:
-            keep = _partial_suffix(self.buffer, tuple(c for c, _ in candidates))
+            keep = partial_suffix(self.buffer, tuple(c for c, _ in candidates))
             ready = self.buffer[: len(self.buffer) - keep]
             self.buffer = self.buffer[len(self.buffer) - keep :]
             events.extend(self._visible(ready))
@@ -169,7 +174,7 @@ class OutputParser:
             self.buffer = self.buffer[idx + len(marker or "") :]
             self.state = "text"
         else:
-            keep = _partial_suffix(self.buffer, (marker,)) if marker else 0
+            keep = partial_suffix(self.buffer, (marker,)) if marker else 0
             ready = self.buffer[: len(self.buffer) - keep]
             thought = ready.rstrip()  # trailing whitespace waits: it may precede the end marker
             self.buffer = ready[len(thought) :] + self.buffer[len(self.buffer) - keep :]
@@ -189,22 +194,30 @@ class OutputParser:
         return [TextDelta(text)]
 
     def _emit_call(self, body: str, *, raw_prefix: str, raw_suffix: str = "") -> list[Any]:
+        """One call section → its calls (a section may hold several); unparsable → shown as text."""
         try:
             parsed = self.tool_parser(body, self.tools)
-            name = parsed["name"]
-            args = parsed.get("arguments", {})
-            if isinstance(args, str):
-                args = json.loads(args) if args.strip() else {}
-            if not isinstance(args, dict):
-                raise ValueError("arguments must be an object")
-        except (ValueError, KeyError, TypeError):
+            calls = [_call(c) for c in (parsed if isinstance(parsed, list) else [parsed])]
+            if not calls:
+                raise ValueError("no call")
+        except (ValueError, KeyError, TypeError, SyntaxError):
             return self._visible(raw_prefix + body + raw_suffix)
-        self.tool_calls += 1
-        arguments = json.dumps(args, ensure_ascii=False)
-        return [ToolCall(new_call_id(), name, arguments, self.namespaces.get(name))]
+        self.tool_calls += len(calls)
+        return [ToolCall(new_call_id(), name, arguments, self.namespaces.get(name)) for name, arguments in calls]
 
 
-def _partial_suffix(buffer: str, needles: tuple[str, ...]) -> int:
+def _call(parsed: Any) -> tuple[str, str]:
+    """(name, arguments as JSON text) of one parsed call."""
+    name = parsed["name"]
+    args = parsed.get("arguments", {})
+    if isinstance(args, str):
+        args = json.loads(args) if args.strip() else {}
+    if not isinstance(name, str) or not name or not isinstance(args, dict):
+        raise ValueError("a call needs a name and object arguments")
+    return name, json.dumps(args, ensure_ascii=False)
+
+
+def partial_suffix(buffer: str, needles: tuple[str, ...]) -> int:
     """Length of the longest buffer suffix that is a proper prefix of any needle."""
     best = 0
     for needle in needles:

@@ -29,12 +29,18 @@ __all__ = [
     "ToolChoice",
     "Turn",
     "ValidatedRequest",
+    "new_id",
     "new_request_id",
 ]
 
 
+def new_id(prefix: str = "") -> str:
+    """A fresh random id: ``prefix`` and 32 hex digits (request ids, and every protocol's wire ids)."""
+    return prefix + secrets.token_hex(16)
+
+
 def new_request_id() -> str:
-    return secrets.token_hex(16)
+    return new_id()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,7 @@ class Message:
     content: str | tuple[Part, ...] | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
-    reasoning: str | None = None  # thoughts a client sends back: accepted, never rendered
+    reasoning: str | None = None  # thoughts a client sends back: the template decides whether to render them
     source: Source | None = None
     server: bool = False  # the server's own text (an instruction, a compaction note): never stripped
 
@@ -105,6 +111,7 @@ class Sampling:
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
+    min_p: float | None = None  # from the model's generation_config only (no protocol has it)
     repetition_penalty: float | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
@@ -174,6 +181,7 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # for a tool turn: the function it answers
+    reasoning: str | None = None  # an assistant turn's thoughts as the client sent them back
 
 
 @dataclass(frozen=True, slots=True)

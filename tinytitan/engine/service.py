@@ -21,16 +21,15 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.manager import ModelManager
-from tinytitan.engine.output_parser import OutputParser
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
@@ -44,6 +43,7 @@ __all__ = ["Completion", "Engine", "Job"]
 log = logging.getLogger("tinytitan.engine")
 
 _DONE = object()
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -109,7 +109,8 @@ class Engine:
 
     async def model_backend(self, model_id: str) -> Backend:
         """``models.backend(model_id)``, built off the event loop when it still has files to read."""
-        return self.models.peek(model_id) or await asyncio.to_thread(self.models.backend, model_id)
+        built = self.models.peek(model_id)
+        return built if built is not None else await asyncio.to_thread(self.models.backend, model_id)
 
     def context_window(self, name: str | None) -> int:
         """The named model's context window; the default model's for a missing or unknown name (the
@@ -225,7 +226,7 @@ class Engine:
             thread.join(timeout)
         return not any(t.is_alive() for t in self._threads)
 
-    def run_worker(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def run_worker(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
@@ -290,7 +291,7 @@ class Job:
                     finished = event
         return Completion("".join(reasoning), "".join(text), calls, finished, collected)
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self) -> AsyncGenerator[Event, None]:
         try:
             await self.ticket.wait()
             async with contextlib.aclosing(self._rounds()) as rounds:
@@ -299,11 +300,11 @@ class Job:
         finally:
             self.close()
 
-    def _rounds(self) -> AsyncIterator[Event]:
+    def _rounds(self) -> AsyncGenerator[Event, None]:
         """What the job yields once it holds its slot: one generation (the memory loop runs several)."""
         return self._generate(self.generation)
 
-    async def _generate(self, gen: Generation) -> AsyncIterator[Event]:
+    async def _generate(self, gen: Generation) -> AsyncGenerator[Event, None]:
         """Run ``gen`` on the generation thread and yield its events as they come."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -326,9 +327,7 @@ class Job:
         reason = "stop"
         try:
             backend = self.engine.models.activate(request.model_id)  # a switch happens here, between jobs
-            parser = OutputParser(
-                markers=backend.markers,
-                tool_parser=backend.tool_parser,
+            parser = backend.output_parser(
                 stop=request.stop,
                 namespaces={t.name: t.namespace for t in request.tools},
                 tools=request.tools,

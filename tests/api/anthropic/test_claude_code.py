@@ -7,9 +7,10 @@ from typing import Any
 
 import httpx
 
+from tinytitan.testing import sse
 from tinytitan.testing.server import LiveServer
 
-from .support import CONTEXT, MODEL, frames
+from .support import CONTEXT, MODEL
 
 CLAUDE_HEADERS = {
     "anthropic-version": "2023-06-01",
@@ -117,7 +118,7 @@ def test_claude_code_request_is_served(server: LiveServer) -> None:
     assert len(payload["tools"]) == 24 and len(json.dumps(payload["tools"])) > 30_000
     response = send(server, payload)
     assert response.status_code == 200, response.text
-    events = frames(response.text)
+    events = sse.events(response.text)
     assert events[0][0] == "message_start" and events[-1][0] == "message_stop"
     assert events[-2][1]["delta"]["stop_reason"] == "end_turn"
     recorded = server.recorded[-1]

@@ -9,9 +9,10 @@ import httpx
 import pytest
 
 from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 
-from .support import MODEL, WEATHER_TOOL, body, script
+from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}
@@ -237,7 +238,7 @@ CASES: list[tuple[str, dict[str, Any], int, str, str]] = [
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LiveServer]:
-    with live_server(StubBackend(script())) as live:
+    with live_server(StubBackend(script(*RULES, context_window=CONTEXT))) as live:
         yield live
 
 

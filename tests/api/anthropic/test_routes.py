@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
+import pytest
 
+from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.settings import Settings
-from tinytitan.testing.server import LiveServer
+from tinytitan.testing import sse
+from tinytitan.testing.scripts import script
+from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.waiting import wait_until
 
-from .support import CONTEXT, MODEL, WEATHER_TOOL, body, frames, script, wait_until
+from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
 
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{32}$")
@@ -51,7 +56,7 @@ def test_streaming_message_grammar(server: LiveServer) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
-    events = frames(response.text)
+    events = sse.events(response.text)
     kinds = [e for e, _ in events]
     assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
     blocks = [d["content_block"]["type"] for e, d in events if e == "content_block_start"]
@@ -98,18 +103,29 @@ def test_max_tokens_is_clamped_to_the_context_window(server: LiveServer) -> None
     assert server.recorded[-1]["max_new"] < CONTEXT
 
 
-def test_thinking_levels_reach_the_engine(serve: Serve) -> None:
+@pytest.fixture(scope="module")
+def leveled() -> Iterator[LiveServer]:
+    """A model with a four-step reasoning ladder, medium by default."""
     levels = ["off", "low", "medium", "xhigh"]
-    with serve(script(reasoning_levels=levels, default_reasoning="medium", context_window=65536)) as server:
-        for thinking, level in [
-            ({"type": "enabled", "budget_tokens": 2000}, "low"),
-            ({"type": "enabled", "budget_tokens": 8000}, "medium"),
-            ({"type": "enabled", "budget_tokens": 16384}, "xhigh"),
-            ({"type": "disabled"}, "off"),
-            ({"type": "adaptive"}, "medium"),
-        ]:
-            assert post(server, body(thinking=thinking, max_tokens=32000)).status_code == 200
-            assert server.recorded[-1]["reasoning_level"] == level, thinking
+    stub = script(*RULES, reasoning_levels=levels, default_reasoning="medium", context_window=65536)
+    with live_server(StubBackend(stub)) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("thinking", "level"),
+    [
+        ({"type": "enabled", "budget_tokens": 2000}, "low"),
+        ({"type": "enabled", "budget_tokens": 8000}, "medium"),
+        ({"type": "enabled", "budget_tokens": 16384}, "xhigh"),
+        ({"type": "disabled"}, "off"),
+        ({"type": "adaptive"}, "medium"),
+    ],
+    ids=["budget 2000", "budget 8000", "budget 16384", "disabled", "adaptive"],
+)
+def test_thinking_levels_reach_the_engine(leveled: LiveServer, thinking: dict[str, Any], level: str) -> None:
+    assert post(leveled, body(thinking=thinking, max_tokens=32000)).status_code == 200
+    assert leveled.recorded[-1]["reasoning_level"] == level
 
 
 def test_structured_output_through_output_config(server: LiveServer) -> None:
@@ -125,7 +141,7 @@ def test_structured_output_through_output_config(server: LiveServer) -> None:
 def test_failure_mid_stream_is_an_error_event_then_the_end(server: LiveServer) -> None:
     response = post(server, body("fail now", stream=True))
     assert response.status_code == 200
-    events = frames(response.text)
+    events = sse.events(response.text)
     assert events[0][0] == "message_start"
     assert events[-1][0] == "error"
     error = events[-1][1]
@@ -156,7 +172,7 @@ def test_count_tokens_refuses_like_messages(server: LiveServer) -> None:
 
 
 def test_count_tokens_without_a_tokenizer_is_501(serve: Serve) -> None:
-    with serve(script(tokenizer=False)) as server:
+    with serve(script(*RULES, context_window=CONTEXT, tokenizer=False)) as server:
         response = post(server, body(), path="/v1/messages/count_tokens")
     assert response.status_code == 501
     error = response.json()
@@ -177,38 +193,53 @@ def test_a_full_queue_is_529_overloaded_with_retry_after(serve: Serve) -> None:
         assert refused.headers["retry-after"].isdigit()
         assert refused.json()["error"] == {"type": "overloaded_error", "message": "Overloaded"}
         # the slot frees when the client leaves (the server notices the disconnect on its own thread)
-        assert wait_until(lambda: server.engine.queue.running == 0 and server.engine.queue.waiting == 0)
+        wait_until(lambda: server.engine.queue.running == 0 and server.engine.queue.waiting == 0)
         assert post(server, body("hi")).status_code == 200
 
 
-def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(server: LiveServer) -> None:
-    json_type = {"content-type": "application/json"}
-    cases = [
+@pytest.fixture(scope="module")
+def shared() -> Iterator[LiveServer]:
+    """One server for the table test below (its requests change nothing)."""
+    with live_server(StubBackend(script(*RULES, context_window=CONTEXT))) as server:
+        yield server
+
+
+JSON_TYPE = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "request_args", "status", "kind"),
+    [
+        ("POST", "/v1/messages", {"content": b"{not json", "headers": JSON_TYPE}, 400, "invalid_request_error"),
         (
-            httpx.post(server.url + "/v1/messages", content=b"{not json", headers=json_type),
+            "POST",
+            "/v1/messages",
+            {"content": b'{"max_tokens": "many"}', "headers": JSON_TYPE},
             400,
             "invalid_request_error",
         ),
         (
-            httpx.post(server.url + "/v1/messages", content=b'{"max_tokens": "many"}', headers=json_type),
-            400,
-            "invalid_request_error",
-        ),
-        (
-            httpx.post(server.url + "/v1/messages", content=b"hi", headers={"content-type": "text/plain"}),
+            "POST",
+            "/v1/messages",
+            {"content": b"hi", "headers": {"content-type": "text/plain"}},
             415,
             "invalid_request_error",
         ),
-        (httpx.get(server.url + "/v1/messages"), 405, "invalid_request_error"),
-        (httpx.post(server.url + "/v1/messages/nope", json={}), 404, "not_found_error"),
-        (httpx.get(server.url + "/v1/models/nope", headers=HEADERS), 404, "not_found_error"),
-    ]
-    for response, status, kind in cases:
-        assert response.status_code == status, response.text
-        error = response.json()
-        assert set(error) == {"type", "error", "request_id"}
-        assert error["type"] == "error" and error["error"]["type"] == kind
-        assert error["request_id"] == response.headers["request-id"]
+        ("GET", "/v1/messages", {}, 405, "invalid_request_error"),
+        ("POST", "/v1/messages/nope", {"json": {}}, 404, "not_found_error"),
+        ("GET", "/v1/models/nope", {"headers": HEADERS}, 404, "not_found_error"),
+    ],
+    ids=["bad json", "bad field type", "text/plain", "GET messages", "unknown route", "unknown model"],
+)
+def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
+    shared: LiveServer, method: str, path: str, request_args: dict[str, Any], status: int, kind: str
+) -> None:
+    response = httpx.request(method, shared.url + path, **request_args)
+    assert response.status_code == status, response.text
+    error = response.json()
+    assert set(error) == {"type", "error", "request_id"}
+    assert error["type"] == "error" and error["error"]["type"] == kind
+    assert error["request_id"] == response.headers["request-id"]
 
 
 def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
@@ -227,10 +258,10 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
 
 
 def test_a_slow_stream_is_kept_alive_with_ping_events(serve: Serve) -> None:
-    slow = script(rules=[{"reply": {"text": "late answer", "chunk_delay_ms": 700}}])
+    slow = script({"reply": {"text": "late answer", "chunk_delay_ms": 700}}, context_window=CONTEXT)
     with serve(slow, settings=Settings(keepalive_seconds=0.1)) as server:
         response = post(server, body(stream=True))
-    events = frames(response.text)
+    events = sse.events(response.text)
     assert ("ping", {"type": "ping"}) in events
     text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta")
     assert text == "late answer" and events[-1][0] == "message_stop"

@@ -9,13 +9,25 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from anthropic.types import MessageParam, RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
 
+from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer
 
-from .support import MODEL, WEATHER_TOOL, script
+from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL
 
 Serve = Callable[..., AbstractContextManager[LiveServer]]
-USER = [{"role": "user", "content": "please think about 2+2"}]
+USER: list[MessageParam] = [{"role": "user", "content": "please think about 2+2"}]
+
+
+def raw(block: dict[str, Any]) -> Any:
+    """A block as the JSON a client sends back (what Claude Code does), not as the SDK's own type."""
+    return block
+
+
+def error_body(error: anthropic.APIStatusError) -> dict[str, Any]:
+    assert isinstance(error.body, dict), error.body  # the envelope, decoded
+    return error.body
 
 
 def client_for(server: LiveServer) -> anthropic.Anthropic:
@@ -55,7 +67,7 @@ def test_create_without_streaming(client: anthropic.Anthropic) -> None:
 def test_create_with_streaming_yields_typed_events(client: anthropic.Anthropic) -> None:
     events = list(client.messages.create(model=MODEL, max_tokens=1024, messages=USER, stream=True))
     assert events[0].type == "message_start" and events[-1].type == "message_stop"
-    deltas = [e.delta.type for e in events if e.type == "content_block_delta"]
+    deltas = [e.delta.type for e in events if isinstance(e, RawContentBlockDeltaEvent)]
     assert "thinking_delta" in deltas and "signature_delta" in deltas and "text_delta" in deltas
 
 
@@ -80,18 +92,18 @@ def test_stream_accumulates_to_the_non_streaming_message(
 
 
 def test_tool_use_round_trip(server: LiveServer, client: anthropic.Anthropic) -> None:
-    question = {"role": "user", "content": "what is the weather in Paris?"}
+    question: MessageParam = {"role": "user", "content": "what is the weather in Paris?"}
     first = client.messages.create(model=MODEL, max_tokens=1024, messages=[question], tools=[WEATHER_TOOL])
     assert first.stop_reason == "tool_use"
     call = first.content[-1]
-    assert call.type == "tool_use" and call.name == "get_weather" and call.input == {"city": "Paris"}
+    assert isinstance(call, ToolUseBlock) and call.name == "get_weather" and call.input == {"city": "Paris"}
     second = client.messages.create(
         model=MODEL,
         max_tokens=1024,
         tools=[WEATHER_TOOL],
         messages=[
             question,
-            {"role": "assistant", "content": [block.model_dump() for block in first.content]},
+            {"role": "assistant", "content": [raw(block.model_dump()) for block in first.content]},
             {
                 "role": "user",
                 "content": [
@@ -101,7 +113,8 @@ def test_tool_use_round_trip(server: LiveServer, client: anthropic.Anthropic) ->
         ],
     )
     assert second.stop_reason == "end_turn"
-    assert second.content[0].type == "text" and second.content[0].text == "It is sunny in Paris."
+    answer = second.content[0]
+    assert isinstance(answer, TextBlock) and answer.text == "It is sunny in Paris."
     recorded = server.recorded[-1]
     assert [m["role"] for m in recorded["messages"]] == ["user", "assistant", "tool"]
     assert recorded["messages"][1]["tool_calls"][0]["id"] == call.id
@@ -111,17 +124,17 @@ def test_tool_use_round_trip(server: LiveServer, client: anthropic.Anthropic) ->
 
 def test_tool_use_round_trip_through_streams(server: LiveServer, client: anthropic.Anthropic) -> None:
     """What Claude Code does: the accumulated streamed turn goes back with the tool_result."""
-    question = {"role": "user", "content": "what is the weather in Paris?"}
+    question: MessageParam = {"role": "user", "content": "what is the weather in Paris?"}
     with client.messages.stream(model=MODEL, max_tokens=1024, messages=[question], tools=[WEATHER_TOOL]) as stream:
         json_deltas = [e.partial_json for e in stream if e.type == "input_json"]
         first = stream.get_final_message()
     assert first.stop_reason == "tool_use"
     thinking, call = first.content
     assert thinking.type == "thinking" and thinking.thinking == "I should call the tool." and thinking.signature == ""
-    assert call.type == "tool_use" and call.input == {"city": "Paris"} and json_deltas
-    turns = [
+    assert isinstance(call, ToolUseBlock) and call.input == {"city": "Paris"} and json_deltas
+    turns: list[MessageParam] = [
         question,
-        {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
+        {"role": "assistant", "content": [raw(block.model_dump(exclude_none=True)) for block in first.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny, 21C"}]},
     ]
     with client.messages.stream(model=MODEL, max_tokens=1024, messages=turns, tools=[WEATHER_TOOL]) as stream:
@@ -142,24 +155,24 @@ def test_bad_request_is_bad_request_error(client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as info:
         client.messages.create(model=MODEL, max_tokens=1024, messages=USER, extra_body={"temperature": 1.5})
     assert info.value.status_code == 400
-    assert info.value.body["error"]["message"].startswith("temperature: ")
-    assert info.value.request_id == info.value.body["request_id"]
+    assert error_body(info.value)["error"]["message"].startswith("temperature: ")
+    assert info.value.request_id == error_body(info.value)["request_id"]
 
 
 def test_unknown_model_is_not_found_error(client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as info:
         client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=USER)
-    assert info.value.body["error"]["type"] == "not_found_error"
+    assert error_body(info.value)["error"]["type"] == "not_found_error"
 
 
 def test_no_tokenizer_is_a_501_status_error(serve: Serve) -> None:
     with (
-        serve(script(tokenizer=False)) as server,
+        serve(script(*RULES, context_window=CONTEXT, tokenizer=False)) as server,
         client_for(server) as sdk,
         pytest.raises(anthropic.APIStatusError) as info,
     ):
         sdk.messages.count_tokens(model=MODEL, messages=USER)
-    assert info.value.status_code == 501 and info.value.body["error"]["type"] == "api_error"
+    assert info.value.status_code == 501 and error_body(info.value)["error"]["type"] == "api_error"
 
 
 def test_full_queue_is_overloaded_error(serve: Serve) -> None:
@@ -177,7 +190,7 @@ def test_full_queue_is_overloaded_error(serve: Serve) -> None:
                 sdk.messages.create(model=MODEL, max_tokens=1024, messages=USER)
     assert info.value.status_code == 529
     assert isinstance(info.value, anthropic.OverloadedError)  # this SDK maps 529 to its own class
-    assert info.value.body["error"] == {"type": "overloaded_error", "message": "Overloaded"}
+    assert error_body(info.value)["error"] == {"type": "overloaded_error", "message": "Overloaded"}
     assert info.value.response.headers["retry-after"].isdigit()
 
 
@@ -189,7 +202,7 @@ def test_failure_mid_stream_raises_from_the_stream(client: anthropic.Anthropic) 
         ) as stream,
     ):
         stream.get_final_message()
-    assert info.value.body["type"] == "error" and info.value.body["error"]["type"] == "api_error"
+    assert error_body(info.value)["type"] == "error" and error_body(info.value)["error"]["type"] == "api_error"
 
 
 def test_models_list_and_retrieve(client: anthropic.Anthropic) -> None:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 import pytest
 
-from tinytitan.api.anthropic import protocol
 from tinytitan.api.anthropic.protocol import MessagesRequest
 from tinytitan.api.anthropic.translate import (
     MessagesStream,
@@ -22,11 +18,11 @@ from tinytitan.api.anthropic.translate import (
     tool_use_id,
     usage_object,
 )
-from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
 from tinytitan.engine.service import Completion
+from tinytitan.testing.events import encoded
 
 from .support import MODEL, body
 
@@ -41,16 +37,6 @@ def refusal(request: dict[str, Any], **kwargs: Any) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
         mapped(request, **kwargs)
     return info.value
-
-
-# -- the wire types ----------------------------------------------------------------------------------
-
-
-def test_protocol_module_never_imports_the_engine() -> None:
-    tree = ast.parse(Path(protocol.__file__).read_text(encoding="utf-8"))
-    modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [m for m in modules if m.startswith("tinytitan")]
 
 
 # -- mapping: system, messages -----------------------------------------------------------------------
@@ -328,19 +314,8 @@ def test_tool_use_ids_are_stable_per_call() -> None:
 # -- the stream ----------------------------------------------------------------------------------------
 
 
-async def _events(items: Iterable[Event | Exception]) -> AsyncIterator[Event]:
-    for item in items:
-        if isinstance(item, Exception):
-            raise item
-        yield item
-
-
 def stream(items: Iterable[Event | Exception]) -> list[tuple[str | None, dict[str, Any]]]:
-    async def run() -> list[tuple[str | None, dict[str, Any]]]:
-        encoded = encode_stream(_events(items), MessagesStream(MODEL, request_id="req_x"))
-        return [(sse.event, sse.data) async for sse in encoded]
-
-    return asyncio.run(run())
+    return [(sse.event, sse.data) for sse in encoded(items, MessagesStream(MODEL, request_id="req_x"))]
 
 
 def test_stream_grammar_thinking_text_tool_use() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -13,8 +12,10 @@ import httpx
 import pytest
 
 from tinytitan.settings import Settings
+from tinytitan.testing import sse
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.waiting import wait_until
 
 Serve = Callable[..., AbstractContextManager[LiveServer]]
 SLOW = {"reply": {"text": " ".join(["word"] * 30), "chunk_delay_ms": 60}}
@@ -22,10 +23,6 @@ SLOW = {"reply": {"text": " ".join(["word"] * 30), "chunk_delay_ms": 60}}
 
 def chat(**fields: Any) -> dict[str, Any]:
     return {"model": STUB_MODEL, "messages": [{"role": "user", "content": "hi"}], **fields}
-
-
-def sse_data(text: str) -> list[str]:
-    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_completion_object(server: LiveServer) -> None:
@@ -75,7 +72,7 @@ def test_stream_framing_and_usage(server: LiveServer) -> None:
     assert r.headers["content-type"].startswith("text/event-stream")
     assert r.headers["cache-control"] == "no-cache"
     assert r.headers["openai-version"] == "2020-10-01"
-    frames = sse_data(r.text)
+    frames = sse.data(r.text)
     assert frames[-1] == "[DONE]"
     chunks = [json.loads(f) for f in frames[:-1]]
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
@@ -93,7 +90,7 @@ def test_stream_tool_call_chunks(serve: Serve) -> None:
     calls = [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]
     with serve(script({"reply": {"text": "Calling.", "tool_calls": calls}})) as live:
         r = httpx.post(live.v1 + "/chat/completions", json=chat(stream=True))
-    chunks = [json.loads(f) for f in sse_data(r.text)[:-1]]
+    chunks = [json.loads(f) for f in sse.data(r.text)[:-1]]
     deltas = [c["choices"][0]["delta"] for c in chunks]
     tool_deltas = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
     assert [d["index"] for d in tool_deltas] == [0, 1]
@@ -120,7 +117,7 @@ def test_max_tokens_is_length(server: LiveServer) -> None:
 def test_mid_stream_failure_sends_error_then_done(serve: Serve) -> None:
     with serve(script({"reply": {"text": "one two three four", "fail_after_events": 2}})) as live:
         r = httpx.post(live.v1 + "/chat/completions", json=chat(stream=True))
-    frames = sse_data(r.text)
+    frames = sse.data(r.text)
     assert frames[-1] == "[DONE]"
     error = json.loads(frames[-2])["error"]
     assert error["type"] == "server_error" and error["code"] == "internal_error"
@@ -132,7 +129,7 @@ def test_keepalive_ping_while_waiting(serve: Serve) -> None:
     with serve(script(slow), settings=Settings(keepalive_seconds=0.1)) as live:
         r = httpx.post(live.v1 + "/chat/completions", json=chat(stream=True), timeout=30)
     assert ": ping" in r.text.splitlines()
-    assert sse_data(r.text)[-1] == "[DONE]"
+    assert sse.data(r.text)[-1] == "[DONE]"
 
 
 def test_models_and_health(server: LiveServer) -> None:
@@ -174,21 +171,14 @@ def _stream_in_thread(url: str, body: dict[str, Any], results: list[Any]) -> thr
     return thread
 
 
-def _wait_until(predicate: Callable[[], bool], limit: float = 20.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.01)
-
-
 def test_queue_full_is_429_then_recovers(serve: Serve) -> None:
     with serve(script(SLOW), queue_limit=1) as live:
         url = live.v1 + "/chat/completions"
         results: list[Any] = []
         first = _stream_in_thread(url, chat(stream=True), results)
-        _wait_until(lambda: live.engine.queue.running == 1)
+        wait_until(lambda: live.engine.queue.running == 1)
         second = _stream_in_thread(url, chat(stream=True), results)
-        _wait_until(lambda: live.engine.queue.waiting == 1)
+        wait_until(lambda: live.engine.queue.waiting == 1)
         r = httpx.post(url, json=chat())
         assert r.status_code == 429
         assert r.json()["error"]["type"] == "rate_limit_error"
@@ -209,7 +199,7 @@ def test_disconnect_mid_stream_frees_the_slot(serve: Serve) -> None:
             assert next(line for line in lines if '"word"' in line)  # generating now
             assert live.engine.queue.running == 1
         # the client is gone: the generation stops and the slot frees without waiting for 40 words
-        _wait_until(lambda: live.engine.queue.running == 0 and live.engine.queue.waiting == 0)
+        wait_until(lambda: live.engine.queue.running == 0 and live.engine.queue.waiting == 0)
         assert httpx.post(url, json=chat(max_tokens=1)).status_code == 200
 
 
@@ -218,7 +208,7 @@ def test_disconnect_while_non_streaming_frees_the_slot(serve: Serve) -> None:
         url = live.v1 + "/chat/completions"
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url, json=chat(), timeout=0.5)
-        _wait_until(lambda: live.engine.queue.running == 0 and live.engine.queue.waiting == 0)
+        wait_until(lambda: live.engine.queue.running == 0 and live.engine.queue.waiting == 0)
         assert httpx.post(url, json=chat(max_tokens=1)).status_code == 200
 
 
@@ -228,11 +218,11 @@ def test_disconnect_while_queued_leaves_the_queue(serve: Serve) -> None:
         url = live.v1 + "/chat/completions"
         results: list[Any] = []
         first = _stream_in_thread(url, chat(stream=True), results)
-        _wait_until(lambda: live.engine.queue.running == 1)
+        wait_until(lambda: live.engine.queue.running == 1)
         with httpx.stream("POST", url, json=chat(stream=True), timeout=30) as r:
             lines = r.iter_lines()  # keep a reference: a dropped iterator closes the connection
             assert next(line for line in lines if line.startswith("data:"))  # the role chunk, while queued
             assert live.engine.queue.waiting == 1
-        _wait_until(lambda: live.engine.queue.waiting == 0)
+        wait_until(lambda: live.engine.queue.waiting == 0)
         first.join()
         assert results[0][0] == 200

@@ -6,14 +6,15 @@ from typing import Any
 
 import pytest
 
+from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer
 
-from .support import stub_script
+from .support import RULES
 
 
 @pytest.fixture
 def default_script() -> dict[str, Any]:
-    return stub_script()
+    return script(*RULES)
 
 
 @pytest.fixture

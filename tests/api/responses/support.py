@@ -1,15 +1,16 @@
-"""Scripts shared by the Responses tests."""
+"""Stub rules shared by the Responses tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tinytitan.engine.backends.stub import load_script
 from tinytitan.testing.scripts import STUB_MODEL
+
+__all__ = ["MODEL", "RULES"]
 
 MODEL = STUB_MODEL
 
-DEFAULT_RULES: list[dict[str, Any]] = [
+RULES: list[dict[str, Any]] = [
     {"when": {"last_role": "tool"}, "reply": {"text": "The file is created."}},
     {
         "when": {"user_contains": "two calls"},
@@ -39,7 +40,3 @@ DEFAULT_RULES: list[dict[str, Any]] = [
     },
     {"reply": {"reasoning": "Thinking it over.", "text": "hello from tinytitan"}},
 ]
-
-
-def stub_script(*rules: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return load_script({"model": MODEL, "rules": list(rules) or DEFAULT_RULES, **extra})

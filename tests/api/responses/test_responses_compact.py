@@ -7,13 +7,15 @@ import json
 from typing import Any
 
 import httpx
+from openai.types.responses import ResponseInputParam
 
 from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.testing.scripts import script
 
-from .support import MODEL, stub_script
+from .support import MODEL
 
 NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
-INPUT = [
+INPUT: ResponseInputParam = [
     {"type": "message", "role": "developer", "content": "base prompt"},
     {"type": "message", "role": "user", "content": "Store users somewhere simple."},
     {"type": "message", "role": "assistant", "content": "Using sqlite."},
@@ -21,7 +23,7 @@ INPUT = [
 
 
 def _script() -> dict[str, Any]:
-    return stub_script(
+    return script(
         {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
         {"reply": {"text": "continuing"}},
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tinytitan.api.responses.store import ResponseStore, StoredResponse
 
@@ -23,14 +24,18 @@ def test_retrieve_delete_and_cancel(server: Any) -> None:
     assert cancel.status_code == 400
     assert cancel.json()["error"]["message"] == "Only responses created with background=true can be cancelled."
     assert httpx.delete(url).json() == {"id": created["id"], "object": "response", "deleted": True}
-    for response in (
-        httpx.get(url),
-        httpx.delete(url),
-        httpx.post(url + "/cancel"),
-        httpx.get(url + "/input_items"),
-    ):
-        assert response.status_code == 404
-        assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"), [("GET", ""), ("DELETE", ""), ("POST", "/cancel"), ("GET", "/input_items")]
+)
+def test_a_deleted_response_is_gone_everywhere(server: Any, method: str, suffix: str) -> None:
+    created = _post(server, {"input": "hi"}).json()
+    url = f"{server.v1}/responses/{created['id']}"
+    assert httpx.delete(url).status_code == 200
+    response = httpx.request(method, url + suffix)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
 
 
 def test_store_false_keeps_nothing(server: Any) -> None:

@@ -3,19 +3,17 @@ and once over a real socket for a failure mid-stream."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
 
 from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
-from tinytitan.api.streaming import encode_stream
 from tinytitan.engine.errors import GenerationFailed
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
+from tinytitan.testing import sse
+from tinytitan.testing.events import encoded
 
 from .support import MODEL
 
@@ -47,23 +45,10 @@ CALL = [
 ]
 
 
-async def _events(items: Iterable[Event | BaseException]) -> AsyncIterator[Event]:
-    for item in items:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
 def _encode(items: list[Any]) -> list[dict[str, Any]]:
     shell = response_shell(ResponsesRequest(model=MODEL), model=MODEL, sampling=Sampling(0.6, 0.95), store=True)
 
-    async def run() -> list[dict[str, Any]]:
-        return [
-            sse.data
-            async for sse in encode_stream(_events(items), ResponsesStream(OutputBuilder(shell), lambda _r: None))
-        ]
-
-    out = asyncio.run(run())
+    out = [frame.data for frame in encoded(items, ResponsesStream(OutputBuilder(shell), lambda _r: None))]
     assert [e["sequence_number"] for e in out] == list(range(len(out)))
     assert [e["type"] for e in out[:2]] == ["response.created", "response.in_progress"]
     assert out[0]["response"]["status"] == "in_progress" and out[0]["response"]["output"] == []
@@ -126,24 +111,12 @@ def test_failure_mid_stream_ends_with_response_failed() -> None:
     assert failed["error"] == {"code": "internal_error", "message": "generation failed"}
 
 
-def _sse(lines: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
-    events: list[tuple[str, dict[str, Any]]] = []
-    name = ""
-    for line in lines:
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            assert line != "data: [DONE]"
-            events.append((name, json.loads(line[6:])))
-    return events
-
-
 def test_failure_mid_stream_over_http(server: Any) -> None:
     body = {"model": MODEL, "input": "explode", "stream": True}
     with httpx.stream("POST", server.v1 + "/responses", json=body, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        events = _sse(response.iter_lines())
+        events = sse.events(response.iter_lines())
     assert all(name == data["type"] for name, data in events)
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
     assert events[-1][0] == "response.failed"
@@ -164,7 +137,7 @@ def test_echoed_function_tools_carry_every_required_field() -> None:
     )
     tools = response_shell(wire, model=MODEL, sampling=Sampling(), store=False)["tools"]
     assert tools[0] == {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None}
-    assert tools[1] == wire.tools[1]  # type: ignore[index]
+    assert wire.tools is not None and tools[1] == wire.tools[1]
     assert tools[2]["tools"] == [
         {"type": "function", "name": "h", "description": None, "parameters": None, "strict": None}
     ]

@@ -189,7 +189,10 @@ def test_a_switch_unload_frees_the_weights_and_keeps_the_snapshots(fresh: Engine
 
     backend = backend_of(fresh)
     complete(fresh, chat(fresh, "One.", max_tokens=2))
-    weights = sum(v.nbytes for _k, v in tree_flatten(backend._model.parameters()))
+    params = tree_flatten(backend._model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
+    weights = sum(v.nbytes for _k, v in params)
+    del params  # the test must not hold the weights itself
     held = mx.get_active_memory()
     gc.disable()  # the weights must go by reference counting alone (no collection pass on a switch)
     try:

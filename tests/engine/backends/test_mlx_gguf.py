@@ -36,7 +36,7 @@ BASE: dict[str, Any] = {
     "rope_theta": 10000.0,
     "tie_word_embeddings": True,
 }
-FAMILIES = {
+FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {"tie_word_embeddings": False},
     "llama3-scaled": {
         "model_type": "llama",
@@ -195,7 +195,9 @@ def test_converted_tensors_have_mlx_lm_names(tmp_path: Path) -> None:
     model, config = _reference("gemma2")
     directory = gguf_model_dir(write_gguf(model, config, tmp_path / "g.gguf"))
     saved = mx.load(str(next(directory.glob("model-*.safetensors"))))
-    assert set(saved) == {k for k, _ in tree_flatten(model.parameters())}
+    params = tree_flatten(model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs
+    assert set(saved) == {k for k, _ in params}
 
 
 def test_a_type_nothing_decodes_is_named() -> None:

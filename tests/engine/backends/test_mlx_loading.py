@@ -27,7 +27,9 @@ def quantized_layers(model: nn.Module) -> int:
 
 
 def float_dtypes(model: nn.Module) -> set[mx.Dtype]:
-    return {v.dtype for _k, v in tree_flatten(model.parameters()) if mx.issubdtype(v.dtype, mx.floating)}
+    params = tree_flatten(model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
+    return {v.dtype for _k, v in params if mx.issubdtype(v.dtype, mx.floating)}
 
 
 def test_auto_on_the_cpu_is_float32() -> None:

@@ -85,8 +85,8 @@ def test_context_window_and_sampling_defaults() -> None:
     assert context_window({"max_position_embeddings": 8192}, 2048) == 2048
     assert context_window({"text_config": {"max_position_embeddings": 1000}}) == 1000
     assert sampling_defaults(
-        {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05, "eos_token_id": 1}
-    ) == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+        {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.05, "eos_token_id": 1}
+    ) == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.05}
     assert sampling_defaults({"do_sample": False})["temperature"] == 0.0
 
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
+from tinytitan.api.shapes import format_request, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
     ChatRequest,
-    FormatRequest,
     Message,
     ReasoningControls,
-    Sampling,
     Tool,
     ToolChoice,
     new_request_id,
@@ -81,60 +81,69 @@ def _tool_result_text(block: ContentBlock, where: str) -> str:
     return f"Error: {text}" if block.is_error else text
 
 
-def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
-    """Tool results become tool messages (first: they answer the previous turn), the text one user turn."""
-    results: list[Message] = []
+_HOME = {"tool_use": ("assistant", "invalid_tool_call"), "tool_result": ("user", "invalid_tool_result")}
+T = TypeVar("T")
+
+
+def _sort_blocks(
+    blocks: list[ContentBlock], where: str, keep: Mapping[str, Callable[[ContentBlock, str], T]]
+) -> tuple[list[str], list[T]]:
+    """A turn's text, and its ``keep`` blocks read by their readers, in order; thinking blocks the turn
+    does not keep are skipped, blocks of the other side (``tool_use`` from a user) and non-text ones
+    refused."""
     texts: list[str] = []
+    kept: list[T] = []
     for j, block in enumerate(blocks):
         here = f"{where}.content[{j}]"
         if block.type == "text":
             texts.append(block.text or "")
-        elif block.type == "tool_result":
-            if not block.tool_use_id:
-                raise InvalidRequest(
-                    "a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id", code="invalid_tool_result"
-                )
-            source = Source(here, {"tool_call_id": "tool_use_id"})
-            text = _tool_result_text(block, here)
-            results.append(Message("tool", text, tool_call_id=block.tool_use_id, source=source))
-        elif block.type == "tool_use":
-            raise InvalidRequest(
-                "tool_use blocks are only allowed in assistant messages", param=here, code="invalid_tool_call"
-            )
+        elif block.type in keep:
+            kept.append(keep[block.type](block, here))
+        elif block.type in _HOME:
+            home, code = _HOME[block.type]
+            raise InvalidRequest(f"{block.type} blocks are only allowed in {home} messages", param=here, code=code)
         elif block.type not in _SKIPPED_BLOCKS:
             raise _unsupported(block.type, here)
-    if texts or not results:
-        results.append(Message("user", "\n\n".join(texts), source=Source(where)))
-    return results
+    return texts, kept
+
+
+def _tool_result(block: ContentBlock, here: str) -> Message:
+    if not block.tool_use_id:
+        raise InvalidRequest(
+            "a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id", code="invalid_tool_result"
+        )
+    source = Source(here, {"tool_call_id": "tool_use_id"})
+    return Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id, source=source)
+
+
+def _tool_use(block: ContentBlock, here: str) -> ToolCall:
+    args = {} if block.input is None else block.input
+    if not isinstance(args, dict):
+        raise InvalidRequest(
+            "tool_use input must be a JSON object", param=f"{here}.input", code="invalid_tool_arguments"
+        )
+    arguments = json.dumps(args, ensure_ascii=False)
+    return ToolCall(block.id or "", block.name or "", arguments, source=Source(here, {"arguments": "input"}))
+
+
+def _thought(block: ContentBlock, _here: str) -> str:
+    return block.thinking or ""
+
+
+def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
+    """Tool results become tool messages (first: they answer the previous turn), the text one user turn."""
+    texts, messages = _sort_blocks(blocks, where, {"tool_result": _tool_result})
+    if texts or not messages:
+        messages.append(Message("user", "\n\n".join(texts), source=Source(where)))
+    return messages
 
 
 def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[ToolCall] = []
-    for j, block in enumerate(blocks):
-        here = f"{where}.content[{j}]"
-        if block.type == "text":
-            texts.append(block.text or "")
-        elif block.type == "tool_use":
-            args = {} if block.input is None else block.input
-            if not isinstance(args, dict):
-                raise InvalidRequest(
-                    "tool_use input must be a JSON object", param=f"{here}.input", code="invalid_tool_arguments"
-                )
-            arguments = json.dumps(args, ensure_ascii=False)
-            source = Source(here, {"arguments": "input"})
-            calls.append(ToolCall(block.id or "", block.name or "", arguments, source=source))
-        elif block.type == "thinking":
-            thoughts.append(block.thinking or "")
-        elif block.type == "tool_result":
-            raise InvalidRequest(
-                "tool_result blocks are only allowed in user messages", param=here, code="invalid_tool_result"
-            )
-        elif block.type not in _SKIPPED_BLOCKS:
-            raise _unsupported(block.type, here)
-    reasoning = "".join(thoughts) or None  # accepted, never rendered
-    return Message("assistant", "\n\n".join(texts), tool_calls=tuple(calls), reasoning=reasoning, source=Source(where))
+    readers: dict[str, Callable[[ContentBlock, str], ToolCall | str]] = {"tool_use": _tool_use, "thinking": _thought}
+    texts, kept = _sort_blocks(blocks, where, readers)
+    calls = tuple(item for item in kept if isinstance(item, ToolCall))
+    reasoning = "".join(item for item in kept if isinstance(item, str)) or None  # accepted, never rendered
+    return Message("assistant", "\n\n".join(texts), tool_calls=calls, reasoning=reasoning, source=Source(where))
 
 
 def _append_merging_users(turns: list[Message], message: Message) -> None:
@@ -240,20 +249,6 @@ def _thinking(thinking: ThinkingConfig | None, max_tokens: int | None) -> Reason
     return ReasoningControls(level=level)
 
 
-def _output_format(raw: Any) -> FormatRequest | None:
-    """``output_config.format`` (reference §6); absent, ``text`` or a non-object is plain text."""
-    if not isinstance(raw, dict) or raw.get("type") in (None, "text"):
-        return None
-    name = raw.get("name")
-    return FormatRequest(
-        type=str(raw["type"]),
-        param="output_config.format",
-        schema_param="output_config.format.schema",
-        schema=raw.get("schema"),
-        name=name if isinstance(name, str) else "output",
-    )
-
-
 def _refuse_by_name(wire: MessagesRequest) -> None:
     if wire.output_format is not None:
         raise InvalidRequest(
@@ -288,13 +283,17 @@ def to_chat_request(
         messages=_messages(wire.messages, _system_texts(wire.system)),
         tools=_tools(wire),
         tool_choice=_tool_choice(wire.tool_choice),
-        sampling=Sampling(temperature=wire.temperature, top_p=wire.top_p, top_k=wire.top_k),
+        sampling=sampling_of(wire),
         stop=tuple(wire.stop_sequences) if wire.stop_sequences is not None else None,
         max_tokens=wire.max_tokens,
         top_p_zero=True,
         temperature_max=1.0,
         reasoning=_thinking(wire.thinking, cap),
-        output_format=_output_format(wire.output_config.format if wire.output_config else None),
+        output_format=format_request(
+            wire.output_config.format if wire.output_config else None,
+            param="output_config.format",
+            default_name="output",
+        ),
         stream=bool(wire.stream) and not count_only,
         workspace=workspace,
         request_id=request_id or new_request_id(),

@@ -7,13 +7,13 @@ pure functions over engine events, so they are tested over hand-made event itera
 from __future__ import annotations
 
 import json
-import secrets
 from typing import Any
 
 from tinytitan.api.errors import anthropic_error
 from tinytitan.api.sse import SSE
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.request import new_id
 from tinytitan.engine.service import Completion
 
 from .mapping import to_chat_request
@@ -21,7 +21,6 @@ from .mapping import to_chat_request
 __all__ = [
     "MessagesStream",
     "message_object",
-    "new_message_id",
     "stop_reason",
     "to_chat_request",
     "tool_use_id",
@@ -30,10 +29,6 @@ __all__ = [
 
 
 # -- the object ---------------------------------------------------------------------------
-
-
-def new_message_id() -> str:
-    return "msg_" + secrets.token_hex(16)
 
 
 def tool_use_id(call: ToolCall) -> str:
@@ -86,7 +81,7 @@ def message_object(result: Completion, model: str, *, message_id: str | None = N
     content.extend(_tool_use_block(c) for c in result.tool_calls)
     reason, sequence = stop_reason(result.finished, bool(result.tool_calls))
     return {
-        "id": message_id or new_message_id(),
+        "id": message_id or new_id("msg_"),
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -157,11 +152,11 @@ class MessagesStream:
     def __init__(self, model: str, *, request_id: str, message_id: str | None = None) -> None:
         self.model = model
         self.request_id = request_id
-        self.message_id = message_id or new_message_id()
+        self.message_id = message_id or new_id("msg_")
         self.blocks = _Blocks()
 
     def start(self) -> list[SSE]:
-        start = {
+        start: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import secrets
 import time
 from typing import Any
 
 from tinytitan.api.errors import openai_error
+from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.api.sse import SSE
 from tinytitan.engine.errors import InvalidRequest, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import (
     ChatRequest,
-    FormatRequest,
     Message,
     Part,
     ReasoningControls,
-    Sampling,
     Tool,
-    ToolChoice,
+    new_id,
 )
 from tinytitan.engine.service import Completion
 
@@ -101,37 +98,6 @@ def _tools(wire: ChatCompletionRequest) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice | None:
-    if choice is None:
-        return None
-    if choice in ("auto", "none", "required"):
-        return ToolChoice(str(choice))
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        fn = choice.get("function")
-        name = (fn.get("name") if isinstance(fn, dict) else None) or choice.get("name")
-        return ToolChoice("function", name if isinstance(name, str) else None)
-    raise InvalidRequest(
-        f"unsupported tool_choice {json.dumps(choice)}; use 'auto', 'none', 'required' or a named function",
-        param="tool_choice",
-    )
-
-
-def _response_format(raw: Any) -> FormatRequest | None:
-    """``response_format``; absent, ``text`` or a non-object value is plain text (reference §6)."""
-    if not isinstance(raw, dict) or raw.get("type") in (None, "text"):
-        return None
-    spec = raw.get("json_schema")
-    spec = spec if isinstance(spec, dict) else {}
-    name = spec.get("name")
-    return FormatRequest(
-        type=str(raw["type"]),
-        param="response_format",
-        schema_param="response_format.json_schema.schema",
-        schema=spec.get("schema"),
-        name=name if isinstance(name, str) else None,
-    )
-
-
 def _cap(wire: ChatCompletionRequest) -> tuple[int | None, str]:
     if wire.max_tokens is not None and wire.max_completion_tokens is not None:
         raise InvalidRequest("give either max_tokens or max_completion_tokens, not both", param="max_completion_tokens")
@@ -150,21 +116,13 @@ def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None
         model=wire.model,
         messages=tuple(_message(m, i) for i, m in enumerate(wire.messages)),
         tools=_tools(wire),
-        tool_choice=_tool_choice(wire.tool_choice),
-        sampling=Sampling(
-            temperature=wire.temperature,
-            top_p=wire.top_p,
-            top_k=wire.top_k,
-            repetition_penalty=wire.repetition_penalty,
-            presence_penalty=wire.presence_penalty,
-            frequency_penalty=wire.frequency_penalty,
-            seed=wire.seed,
-        ),
+        tool_choice=openai_tool_choice(wire.tool_choice),
+        sampling=sampling_of(wire),
         stop=(wire.stop,) if isinstance(wire.stop, str) else None if wire.stop is None else tuple(wire.stop),
         max_tokens=cap,
         cap_param=cap_param,
         reasoning=_reasoning(wire),
-        output_format=_response_format(wire.response_format),
+        output_format=format_request(wire.response_format, param="response_format", nested="json_schema"),
         n=wire.n,
         logprobs=wire.logprobs,
         top_logprobs=wire.top_logprobs,
@@ -175,10 +133,6 @@ def to_chat_request(wire: ChatCompletionRequest, *, workspace: str | None = None
 
 
 # -- responses ------------------------------------------------------------------------------------
-
-
-def new_completion_id() -> str:
-    return "chatcmpl-" + secrets.token_hex(16)
 
 
 def usage_object(usage: Usage) -> dict[str, Any]:
@@ -212,7 +166,7 @@ def completion_object(result: Completion, model: str) -> dict[str, Any]:
         if not result.text:
             message["content"] = None
     return {
-        "id": new_completion_id(),
+        "id": new_id("chatcmpl-"),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
@@ -237,7 +191,7 @@ class ChatStream:
     def __init__(self, model: str, *, include_usage: bool) -> None:
         self.model = model
         self.include_usage = include_usage
-        self.id = new_completion_id()
+        self.id = new_id("chatcmpl-")
         self.created = int(time.time())
         self.calls = 0
 

@@ -8,7 +8,6 @@ the same code. ``ResponsesStream`` is this protocol's ``Encoder`` (``tinytitan.a
 from __future__ import annotations
 
 import copy
-import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +17,7 @@ from tinytitan.api.sse import SSE
 from tinytitan.engine.compaction import CompactionResult
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
-from tinytitan.engine.request import Sampling
+from tinytitan.engine.request import Sampling, new_id
 from tinytitan.engine.service import Completion
 
 from .inputs import new_item_id
@@ -28,14 +27,9 @@ __all__ = [
     "OutputBuilder",
     "ResponsesStream",
     "compaction_object",
-    "new_response_id",
     "response_shell",
     "usage_object",
 ]
-
-
-def new_response_id() -> str:
-    return "resp_" + secrets.token_hex(16)
 
 
 def usage_object(usage: Usage) -> dict[str, Any]:
@@ -53,7 +47,7 @@ def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, st
     reasoning = wire.reasoning
     text = wire.text
     return {
-        "id": new_response_id(),
+        "id": new_id("resp_"),
         "object": "response",
         "created_at": int(time.time()),
         "completed_at": None,
@@ -137,6 +131,7 @@ class OutputBuilder:
         self.output.append(item)
         events = [self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item))]
         ids = {"item_id": item["id"], "output_index": index}
+        part: dict[str, Any]
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": ""}
             events.append(self._event("response.reasoning_summary_part.added", **ids, summary_index=0, part=part))
@@ -155,6 +150,7 @@ class OutputBuilder:
         ids = {"item_id": item["id"], "output_index": index}
         text = "".join(self._buffer)
         events: list[dict[str, Any]] = []
+        part: dict[str, Any]
         if item["type"] == "reasoning":
             part = {"type": "summary_text", "text": text}
             item["summary"] = [part]
@@ -303,14 +299,14 @@ def compaction_object(result: CompactionResult, instructions: str | None) -> dic
         )
     output.append(
         {
-            "id": "cmp_" + secrets.token_hex(16),
+            "id": new_id("cmp_"),
             "type": "compaction",
             "encrypted_content": result.payload(),
             "created_by": "tinytitan",
         }
     )
     return {
-        "id": "resp_cmp_" + secrets.token_hex(16),
+        "id": new_id("resp_cmp_"),
         "object": "response.compaction",
         "created_at": int(time.time()),
         "output": output,

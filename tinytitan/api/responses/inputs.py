@@ -8,22 +8,20 @@ the rest of the request. Everything the one validator checks is left to it.
 from __future__ import annotations
 
 import copy
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.compaction import decode_payload, summary_preamble
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
     ChatRequest,
-    FormatRequest,
     Message,
     ReasoningControls,
-    Sampling,
     Tool,
-    ToolChoice,
+    new_id,
 )
 
 from .protocol import ResponsesRequest
@@ -53,7 +51,7 @@ Resolver = Callable[[str], dict[str, Any] | None]
 
 
 def new_item_id(kind: str) -> str:
-    return f"{_ID_PREFIX.get(kind, 'item')}_{secrets.token_hex(16)}"
+    return new_id(f"{_ID_PREFIX.get(kind, 'item')}_")
 
 
 @dataclass
@@ -62,6 +60,7 @@ class MappedInput:
     notes: list[str] = field(default_factory=list)  # decoded compaction summaries
     messages: list[Message] = field(default_factory=list)  # user / assistant / tool
     items: list[dict[str, Any]] = field(default_factory=list)  # normalised items, ids filled
+    thought: str | None = None  # a replayed reasoning item, for the assistant turn that follows it
 
     def extend(self, other: MappedInput) -> None:
         self.guidance += other.guidance
@@ -121,12 +120,30 @@ def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
+def _take_thought(mapped: MappedInput) -> str | None:
+    thought, mapped.thought = mapped.thought, None
+    return thought
+
+
+def _thought_text(item: dict[str, Any]) -> str:
+    """A reasoning item's readable text: its summary parts, else its reasoning_text content."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        for part in item.get(key) or ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        if texts:
+            break
+    return "\n\n".join(texts)
+
+
 def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
     last = mapped.messages[-1] if mapped.messages else None
-    if last is not None and last.role == "assistant":
+    if last is not None and last.role == "assistant" and mapped.thought is None:
         mapped.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
     else:
-        mapped.messages.append(Message("assistant", "", tool_calls=(call,), source=Source(where)))
+        reasoning = _take_thought(mapped)
+        mapped.messages.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning, source=Source(where)))
 
 
 def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
@@ -155,7 +172,8 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
             if text:
                 mapped.guidance.append(text)
         else:
-            mapped.messages.append(Message(role, text, source=Source(where)))
+            reasoning = _take_thought(mapped) if role == "assistant" else None
+            mapped.messages.append(Message(role, text, reasoning=reasoning, source=Source(where)))
     elif kind == "function_call":
         arguments = item.get("arguments", "")
         if not isinstance(arguments, str):
@@ -170,7 +188,7 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
         source = Source(where, {"tool_call_id": "call_id"})
         mapped.messages.append(Message("tool", output, tool_call_id=call_id, source=source))
     elif kind == "reasoning":
-        pass  # a replayed thought: accepted, never rendered
+        mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
     elif kind == "compaction":
         body = decode_payload(item.get("encrypted_content"), param=f"{where}.encrypted_content")
         mapped.notes.append(str(body["summary"]))
@@ -227,36 +245,6 @@ def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
     return tuple(out)
 
 
-def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice | None:
-    """``auto`` / ``none`` / ``required`` or ``{"type": "function", "name"}``; other shapes → 400."""
-    if choice is None:
-        return None
-    if choice in ("auto", "none", "required"):
-        return ToolChoice(str(choice))
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        name = choice.get("name")
-        return ToolChoice("function", name if isinstance(name, str) else None)
-    kind = choice.get("type") if isinstance(choice, dict) else choice
-    raise InvalidRequest(
-        f"unsupported tool_choice {kind!r}; use 'auto', 'none', 'required' or a function by name",
-        param="tool_choice",
-    )
-
-
-def _text_format(fmt: dict[str, Any] | None) -> FormatRequest | None:
-    """``text.format`` (reference §6): ``{type: json_schema, name, schema, strict}`` or ``json_object``."""
-    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
-        return None
-    name = fmt.get("name")
-    return FormatRequest(
-        type=str(fmt["type"]),
-        param="text.format",
-        schema_param="text.format.schema",
-        schema=fmt.get("schema"),
-        name=name if isinstance(name, str) else None,
-    )
-
-
 def _refuse(wire: ResponsesRequest) -> None:
     def no(param: str, message: str) -> InvalidRequest:
         return InvalidRequest(message, param=param, code="unsupported_value")
@@ -299,18 +287,12 @@ def to_chat_request(
         model=wire.model,
         messages=tuple(messages),
         tools=map_tools(wire.tools),
-        tool_choice=_tool_choice(wire.tool_choice),
-        sampling=Sampling(
-            temperature=wire.temperature,
-            top_p=wire.top_p,
-            top_k=wire.top_k,
-            presence_penalty=wire.presence_penalty,
-            frequency_penalty=wire.frequency_penalty,
-        ),
+        tool_choice=openai_tool_choice(wire.tool_choice),
+        sampling=sampling_of(wire),
         max_tokens=wire.max_output_tokens,
         cap_param="max_output_tokens",
         reasoning=ReasoningControls(effort=reasoning.effort if reasoning else None),
-        output_format=_text_format(text.format if text else None),
+        output_format=format_request(text.format if text else None, param="text.format"),
         top_logprobs=wire.top_logprobs,
         stream=bool(wire.stream),
         workspace=workspace,

@@ -74,7 +74,8 @@ class ResponseStore:
     def find_item(self, item_id: str) -> dict[str, Any] | None:
         """An input or output item of any stored response, by its id (for ``item_reference``)."""
         for stored in reversed(self._items.values()):
-            for item in (*stored.input_items, *stored.response.get("output", [])):
+            items: list[dict[str, Any]] = [*stored.input_items, *stored.response.get("output", [])]
+            for item in items:
                 if item.get("id") == item_id:
                     return item
         return None

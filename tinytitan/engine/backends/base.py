@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.errors import Unsupported
-from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, ToolParser, json_tool_parser
+from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, OutputParser, ToolParser, json_tool_parser
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["Backend", "Generation", "Piece", "Prompt"]
@@ -87,6 +87,10 @@ class Backend(ABC):
         switch back finds its prefixes warm; a plain unload releases them too.
         """
         return False
+
+    def output_parser(self, **options: Any) -> OutputParser:
+        """The parser this model's raw output goes through (``OutputParser`` options: stop, tools, ...)."""
+        return OutputParser(markers=self.markers, tool_parser=self.tool_parser, **options)
 
     def count_text(self, text: str) -> int:
         """Tokens ``text`` takes in this model's own tokenizer (no template applied).

@@ -158,7 +158,8 @@ class StubBackend(Backend):
     def _reply_for(self, request: ValidatedRequest) -> dict[str, Any]:
         for rule in self.script.get("rules", []):
             if _matches(rule.get("when", {}), request):
-                return rule.get("reply", {})
+                reply: dict[str, Any] = rule.get("reply", {})
+                return reply
         return {"text": "hello from tinytitan"}
 
     def _record(self, gen: Generation) -> None:

@@ -19,18 +19,22 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from jinja2 import TemplateError
+
 from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.backends.mlx import loading
 from tinytitan.engine.backends.mlx.facts import read_facts
-from tinytitan.engine.backends.mlx.resolve import ModelSource, resolve_model
-from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler, seed_sampling
+from tinytitan.engine.backends.mlx.resolve import ModelSource, ModelUnavailable, resolve_model
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+from tinytitan.engine.backends.mlx.syntax import HARMONY, wrap_parser
 from tinytitan.engine.backends.mlx.template import (
     ends_in_open_thought,
     template_messages,
     template_tools,
     thinking_kwargs,
 )
-from tinytitan.engine.output_parser import Markers, ToolParser, json_tool_parser
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.output_parser import Markers, OutputParser, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
 
@@ -58,12 +62,19 @@ class MlxBackend(Backend):
     ) -> None:
         if dtype not in loading.DTYPES:
             choices = ", ".join(loading.DTYPES)
-            raise loading.ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
+            raise ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
         self.source: ModelSource = resolve_model(model, model_id)
         facts = read_facts(self.source.path, self.source.model_id, max_context)
         self.config = facts.config
         self.template = facts.template
+        self.syntax = facts.syntax
         self._info = facts.info
+        if self.syntax is None:
+            log.warning(
+                "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
+                "(requests' tools are not shown to the model)",
+                self.source.model_id,
+            )
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20)
@@ -72,6 +83,7 @@ class MlxBackend(Backend):
         self._tokenizer: Any = None
         self._tokenizer_lock = threading.Lock()
         self._lltokenizer: Any = None
+        self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
 
     # -- facts ------------------------------------------------------------------------------------
@@ -120,26 +132,48 @@ class MlxBackend(Backend):
 
     @property
     def tool_parser(self) -> ToolParser:
-        parse = self.tokenizer.tool_parser
+        parse = wrap_parser(self.syntax, self.tokenizer.tool_parser)
         if parse is None:
             return json_tool_parser
 
-        def parse_call(text: str, tools: Any) -> dict[str, Any]:
+        def parse_call(text: str, tools: Any) -> Any:
             openai_tools = template_tools(tuple(t for t in tools or () if isinstance(t, Tool))) or None
-            result = parse(text, openai_tools)
-            if isinstance(result, list) and len(result) == 1:
-                result = result[0]
-            if not isinstance(result, dict):
-                raise ValueError("the tool parser did not return one call")
-            return result
+            return parse(text, openai_tools)  # one call or a list (a section may hold several)
 
         return parse_call
+
+    @property
+    def harmony(self) -> Any:
+        """The harmony encoding (gpt-oss), loaded once."""
+        if self._harmony is None:
+            import tempfile
+            from pathlib import Path
+
+            from tinytitan.engine.harmony import load_encoding
+
+            with self._tokenizer_lock:
+                if self._harmony is None:
+                    try:
+                        cache = Path(tempfile.gettempdir()) / "tinytitan-o200k"
+                        self._harmony = load_encoding(self.source.path, cache)
+                    except RuntimeError as exc:
+                        raise ModelUnavailable(str(exc)) from exc
+        return self._harmony
+
+    def output_parser(self, **options: Any) -> OutputParser:
+        if self.syntax == HARMONY:
+            from tinytitan.engine.harmony import HarmonyParser
+
+            return HarmonyParser(self.harmony, **options)  # type: ignore[return-value]
+        return super().output_parser(**options)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def load(self) -> None:
         if self._model is not None:
             return
         _ = self.tokenizer
+        if self.syntax == HARMONY:
+            _ = self.harmony
         self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device)
         log.info("loaded %s from %s", self._info.id, self.source.path)
 
@@ -167,16 +201,21 @@ class MlxBackend(Backend):
             return len(tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: ValidatedRequest) -> Prompt:
+        if request.tool_choice in ("required", "function") and self.syntax is not None:
+            _check_forced(self.syntax, request)
         tw = self.tokenizer
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
+        tools = template_tools(request.tools) if self.syntax is not None else None
+        messages = template_messages(request, self.template)
         with self._tokenizer_lock:
-            text = tw.apply_chat_template(
-                template_messages(request),
-                tools=template_tools(request.tools),
-                add_generation_prompt=True,
-                tokenize=False,
-                **kwargs,
-            )
+            try:
+                text = self._apply_template(messages, tools, kwargs)
+            except TemplateError as exc:  # the model's own template refuses this conversation
+                raise InvalidRequest(
+                    f"this model's chat template cannot render the conversation: {exc}",
+                    param=request.request.messages_param,
+                    code="invalid_message",
+                ) from exc
             tokens = list(tw.encode(text, add_special_tokens=False))
         return Prompt(
             text=text,
@@ -184,6 +223,24 @@ class MlxBackend(Backend):
             tokens=tokens,
             start_in_reasoning=ends_in_open_thought(text, tw.think_start),
         )
+
+    def _apply_template(self, messages: list[dict[str, Any]], tools: Any, kwargs: dict[str, Any]) -> str:
+        """The tokenizer's template (Hugging Face's immutable sandbox); one that appends to its own
+        lists (Kimi K2) is rendered again in jinja's ordinary sandbox."""
+        tw = self.tokenizer
+        try:
+            return str(
+                tw.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False, **kwargs)
+            )
+        except TemplateError as exc:
+            from tinytitan.engine.backends.mlx.jinja_render import is_mutation_refusal, render_mutable
+
+            if not is_mutation_refusal(exc) or getattr(tw, "_chat_template", None) is not None:
+                raise
+            specials = {k: v for k, v in tw.special_tokens_map.items() if isinstance(v, str)}
+            thinking = {"enable_thinking": tw.has_thinking, **kwargs}
+            context = {**specials, **thinking, "tools": tools, "add_generation_prompt": True}
+            return render_mutable(self.template, messages, **context)
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, gen: Generation) -> Iterator[Piece]:
@@ -200,7 +257,6 @@ class MlxBackend(Backend):
         if cache is None:
             cache, reused = make_prompt_cache(self._model), 0
         gen.cached_tokens = reused
-        seed_sampling(request.sampling)
         processors = make_processors(request.sampling, tokens, reused)
         self.last_mask = mask = self._grammar_mask(request, prompt)
         if mask is not None:
@@ -265,7 +321,8 @@ class MlxBackend(Backend):
         from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for
 
         tw = self.tokenizer
-        grammar = grammar_for(request, prompt, self.lltokenizer, tw)
+        newlines = "{function-name}\n<arg_key>" in self.template  # GLM-4.5 / 4.6 put each pair on a line
+        grammar = grammar_for(request, prompt, self.lltokenizer, tw, syntax=self.syntax, newlines=newlines)
         if grammar is None:
             return None
         return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)
@@ -276,3 +333,22 @@ class MlxBackend(Backend):
         if not isinstance(offset, int) or offset <= reused or offset > len(sequence):
             return
         self.prompt_cache.store(sequence[:offset], cache)
+
+
+def _check_forced(syntax: str, request: ValidatedRequest) -> None:
+    """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
+    from tinytitan.engine.call_grammar import forced_call_grammar
+    from tinytitan.engine.grammar import lark_literal
+    from tinytitan.engine.validate import tool_source
+
+    for i, tool in enumerate(request.tools):
+        if request.forced_tool is not None and tool.name != request.forced_tool:
+            continue
+        try:
+            forced_call_grammar(syntax, [(tool.name, tool.parameters)], lark_literal)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"a forced call cannot promise this schema in this model's call syntax: {exc}",
+                param=tool_source(tool, i).at("parameters"),
+                code="unsupported_value",
+            ) from exc

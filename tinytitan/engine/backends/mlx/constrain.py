@@ -24,13 +24,12 @@ from typing import Any
 import numpy as np
 
 from tinytitan.engine.backends.base import Prompt
+from tinytitan.engine.call_grammar import FORCED_SYNTAXES, answer_prefix, forced_call_grammar
 from tinytitan.engine.errors import GenerationFailed
-from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, lark_literal, schema_grammar, tool_call_grammar
+from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, lark_literal, schema_grammar
 from tinytitan.engine.request import ValidatedRequest
 
-__all__ = ["JSON_CALL_MARKERS", "GrammarMask", "grammar_for", "lark_marker", "make_lltokenizer"]
-
-JSON_CALL_MARKERS = ("<tool_call>", "</tool_call>")  # the Qwen / Hermes JSON call syntax
+__all__ = ["GrammarMask", "grammar_for", "lark_marker", "make_lltokenizer"]
 
 
 def make_lltokenizer(tokenizer: Any) -> Any:
@@ -50,28 +49,47 @@ def lark_marker(lltokenizer: Any, tokenizer: Any, text: str) -> str:
     return lark_literal(text)
 
 
-def grammar_for(request: ValidatedRequest, prompt: Prompt, lltokenizer: Any, tokenizer: Any) -> str | None:
-    """The llguidance grammar this generation must follow, or ``None`` for free text."""
+def grammar_for(
+    request: ValidatedRequest,
+    prompt: Prompt,
+    lltokenizer: Any,
+    tokenizer: Any,
+    *,
+    syntax: str | None = "json_tools",
+    newlines: bool = False,
+) -> str | None:
+    """The llguidance grammar this generation must follow, or ``None`` for free text.
+
+    ``syntax`` is the family's call syntax (``tinytitan.engine.call_grammar``); ``newlines`` whether
+    its key/value calls put each pair on a line (GLM-4.5 / 4.6).
+    """
     forced = request.tool_choice in ("required", "function")
     fmt = request.output_format
     if not forced and fmt is None:
         return None
-    prefix = None
+
+    def marker(text: str) -> str:
+        return lark_marker(lltokenizer, tokenizer, text)
+
+    heads: list[str] = []
     if prompt.start_in_reasoning and tokenizer.think_end:
         # the template opened a thought it cannot switch off: close it before the constrained part
-        prefix = f'{lark_marker(lltokenizer, tokenizer, tokenizer.think_end)} "\\n\\n"'
+        heads.append(f'{marker(tokenizer.think_end)} "\\n\\n"')
     try:
         if forced:
-            if (tokenizer.tool_call_start, tokenizer.tool_call_end) != JSON_CALL_MARKERS:
+            if syntax not in FORCED_SYNTAXES:
                 raise GenerationFailed("this model's tool-call syntax cannot be forced")
             wanted = request.forced_tool
             tools = [(t.name, t.parameters) for t in request.tools if wanted is None or t.name == wanted]
-            start, end = (lark_marker(lltokenizer, tokenizer, m) for m in JSON_CALL_MARKERS)
-            return tool_call_grammar(tools, start, end, prefix)
+            prefix = " ".join(heads) or None
+            return forced_call_grammar(syntax, tools, marker, prefix=prefix, newlines=newlines)
         assert fmt is not None
-        if prefix is None and fmt.grammar is not None:
+        if answer := answer_prefix(syntax, marker):
+            heads.append(answer)
+        if not heads and fmt.grammar is not None:
             return fmt.grammar
-        return schema_grammar(fmt.schema if fmt.schema is not None else JSON_OBJECT_SCHEMA, prefix)
+        schema = fmt.schema if fmt.schema is not None else JSON_OBJECT_SCHEMA
+        return schema_grammar(schema, " ".join(heads) or None)
     except ValueError as exc:
         raise GenerationFailed(f"cannot build the output grammar: {exc}") from exc
 

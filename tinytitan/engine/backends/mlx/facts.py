@@ -7,7 +7,8 @@ forced) and the chat template. ``check_loadable`` refuses a directory mlx-lm cou
 what a person choosing a model wants to see: architecture, parameters (from the safetensors
 headers — a few KB read per file), quantization and size on disk.
 
-No mlx import here: ``tinytitan models`` and a catalog scan run before (or without) mlx.
+No weights load here; the tool-call syntax is mlx-lm's own inference (``syntax.tool_syntax``),
+which imports mlx-lm (about a second, once) but loads nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, context_window, read_json, sampling_defaults
-from tinytitan.engine.backends.mlx.template import json_tool_calls, read_levels, read_template, tool_call_family
+from tinytitan.engine.backends.mlx.syntax import FORCEABLE, tool_syntax
+from tinytitan.engine.backends.mlx.template import read_levels, read_template
 from tinytitan.engine.request import ModelInfo
 
 __all__ = ["Description", "Facts", "check_loadable", "describe", "read_facts", "safetensors_params", "size_on_disk"]
@@ -38,6 +40,7 @@ class Facts:
     path: Path
     config: dict[str, Any]
     template: str
+    syntax: str | None  # the tool-call syntax (``harmony``, an mlx-lm parser's name), None: no tools
     info: ModelInfo
 
 
@@ -57,15 +60,16 @@ def read_facts(path: Path, model_id: str, max_context: int | None = None) -> Fac
     config = read_json(path / "config.json")
     template = read_template(path)
     levels = read_levels(path, template)
+    syntax = tool_syntax(path, template)
     info = ModelInfo(
         id=model_id,
         context_window=context_window(config, max_context),
         defaults=sampling_defaults(read_json(path / "generation_config.json")),
         reasoning_levels=levels.levels,
         default_reasoning=levels.default,
-        forced_tool_calls=json_tool_calls(path, template),
+        forced_tool_calls=syntax in FORCEABLE,
     )
-    return Facts(path, config, template, info)
+    return Facts(path, config, template, syntax, info)
 
 
 def _architecture_supported(model_type: str) -> bool:
@@ -138,7 +142,8 @@ def safetensors_params(path: Path, config: dict[str, Any]) -> tuple[int | None, 
             return None, None
     if not tensors:
         return None, None
-    quant = config.get("quantization") if isinstance(config.get("quantization"), dict) else {}
+    declared = config.get("quantization")
+    quant: dict[str, Any] = declared if isinstance(declared, dict) else {}
     total = 0
     dtypes: Counter[str] = Counter()
     for name, meta in tensors.items():
@@ -148,7 +153,8 @@ def safetensors_params(path: Path, config: dict[str, Any]) -> tuple[int | None, 
         if quantized and leaf in ("scales", "biases"):
             continue  # quantization overhead, not parameters
         if quantized and leaf == "weight":
-            layer = quant.get(prefix) if isinstance(quant.get(prefix), dict) else quant
+            own = quant.get(prefix)
+            layer: dict[str, Any] = own if isinstance(own, dict) else quant
             group = int(layer.get("group_size", 64))
             scales = tensors[f"{prefix}.scales"].get("shape") or [0]
             total += _numel(shape[:-1]) * int(scales[-1]) * group
@@ -194,5 +200,5 @@ def describe(facts: Facts) -> Description:
         parameters=params,
         quantization=_quantization(facts.config, dtype),
         size_bytes=size_on_disk(facts.path),
-        tool_call_family=tool_call_family(facts.path, facts.template),
+        tool_call_family=facts.syntax,
     )

@@ -49,8 +49,9 @@ def file_digest(path: Path) -> str:
         known = json.loads(memo.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(key), str):
-        return known[key]
+    cached = known.get(key) if isinstance(known, dict) else None
+    if isinstance(cached, str):
+        return cached
     sha = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 24):
@@ -81,7 +82,8 @@ def convert(gguf: GGUFFile, out: Path) -> None:
     template = gguf.get("tokenizer.chat_template") or ""
     config["eos_token_id"] = end_of_turn_ids(gguf, template if isinstance(template, str) else "")
     shard: dict[str, Any] = {}
-    size, files = 0, []
+    size = 0
+    files: list[Path] = []
     for info in gguf.tensors.values():
         name = mlx_name(gguf.architecture, info.name)
         if name is None:

@@ -145,7 +145,7 @@ def _llama3_scaling(gguf: GGUFFile, head_dim: int, theta: float) -> dict[str, An
     """Recover Llama 3's rope_scaling from the per-frequency divisors llama.cpp stores."""
     stored = _f32(gguf, gguf.tensors["rope_freqs.weight"])
     factor = float(stored.max())
-    guess = {
+    guess: dict[str, Any] = {
         "factor": factor,
         "low_freq_factor": 1.0,
         "high_freq_factor": 4.0,

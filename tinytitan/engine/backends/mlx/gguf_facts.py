@@ -16,7 +16,8 @@ from tinytitan.engine.backends.mlx.facts import Description
 from tinytitan.engine.backends.mlx.gguf_arch import ARCHITECTURES
 from tinytitan.engine.backends.mlx.gguf_file import GGUFError, read_gguf
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
-from tinytitan.engine.backends.mlx.template import read_levels, tool_call_family
+from tinytitan.engine.backends.mlx.syntax import FORCEABLE, tool_syntax
+from tinytitan.engine.backends.mlx.template import read_levels
 from tinytitan.engine.request import ModelInfo
 
 __all__ = ["gguf_facts"]
@@ -35,14 +36,14 @@ def gguf_facts(path: Path, model_id: str, max_context: int | None = None) -> tup
         template = gguf.get("tokenizer.chat_template")
         template = template if isinstance(template, str) else ""
         levels = read_levels(path, template)  # no tinytitan.json beside a file: the template decides
-        family = tool_call_family(path, template)
+        family = tool_syntax(path, template)
         context = gguf.get(f"{arch}.context_length")
         info = ModelInfo(
             id=model_id,
             context_window=int(max_context or (context if isinstance(context, int) and context > 0 else 4096)),
             reasoning_levels=levels.levels,
             default_reasoning=levels.default,
-            forced_tool_calls=family == "json_tools",
+            forced_tool_calls=family in FORCEABLE,
         )
         sizes: Counter[str] = Counter()
         for tensor in gguf.tensors.values():

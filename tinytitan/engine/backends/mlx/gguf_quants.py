@@ -50,7 +50,7 @@ def _block(info: TensorInfo) -> tuple[int, int]:
     try:
         from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-        return tuple(GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)])  # type: ignore[return-value]
+        return GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
     except (ImportError, ValueError, KeyError):
         raise UnsupportedQuantization(_unsupported(info)) from None
 
@@ -77,7 +77,8 @@ def pack_bits(q: np.ndarray, bits: int) -> np.ndarray:
     per = 32 // bits
     q = q.astype(np.uint32).reshape(*q.shape[:-1], q.shape[-1] // per, per)
     shifts = (np.arange(per, dtype=np.uint32) * bits).astype(np.uint32)
-    return np.bitwise_or.reduce(q << shifts, axis=-1).astype(np.uint32)
+    packed: np.ndarray = np.bitwise_or.reduce(q << shifts, axis=-1).astype(np.uint32)
+    return packed
 
 
 def _f16(blocks: np.ndarray, start: int) -> np.ndarray:

@@ -79,6 +79,7 @@ def _sentencepiece(gguf: GGUFFile, tokens: list[str]) -> Any:
         tokens = ["▁" * len(t) if t and not t.strip(" ") else t for t in tokens]
     vocab = {t: i for i, t in enumerate(tokens)}
     scores = gguf.get("tokenizer.ggml.scores")
+    rank: dict[str, float]
     if gemma or scores is None:
         rank = {t: -i for i, t in enumerate(tokens)}
     else:

@@ -198,9 +198,9 @@ def context_window(config: dict[str, Any], override: int | None = None) -> int:
 
 
 def sampling_defaults(generation_config: dict[str, Any]) -> dict[str, Any]:
-    """temperature / top_p / top_k / repetition_penalty from generation_config.json."""
+    """temperature / top_p / top_k / min_p / repetition_penalty from generation_config.json."""
     out: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "top_k", "repetition_penalty"):
+    for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
         value = generation_config.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             out[key] = value

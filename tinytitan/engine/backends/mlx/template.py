@@ -10,8 +10,10 @@ and thinking switch. No mlx import here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +26,11 @@ __all__ = [
     "Levels",
     "detect_levels",
     "ends_in_open_thought",
-    "json_tool_calls",
     "read_levels",
     "read_template",
     "template_messages",
     "template_tools",
     "thinking_kwargs",
-    "tool_call_family",
 ]
 
 _EFFORTS = LADDER[2:]
@@ -64,56 +64,15 @@ def read_template(path: Path) -> str:
     )
 
 
-# the template markers mlx-lm's tool-parser inference checks, in its order → the parser it picks
-_CALL_SYNTAX: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("<minimax:tool_call>",), "minimax_m2"),
-    (("<|tool_call>", "<tool_call|>"), "gemma4"),
-    (("<start_function_call>",), "function_gemma"),
-    (("<longcat_tool_call>",), "longcat"),
-    (("<arg_key>",), "glm47"),
-    (("<|tool_list_start|>",), "pythonic"),
-    (("<|tool_call_start|>",), "pythonic"),
-    (("<tool_call>\\n<function=",), "qwen3_coder"),
-    (("<tool_call>\n<function=",), "qwen3_coder"),
-    (("<|tool_calls_section_begin|>",), "kimi_k2"),
-    (('<function name="', '<param name="'), "minicpm5"),
-    (("[TOOL_CALLS]",), "mistral"),
-    (("<atem:function_calls>",), "muse_spark"),
-    (("<tool_call>", "tool_call.name"), "json_tools"),
-)
-
-
-def tool_call_family(path: Path, template: str) -> str | None:
-    """The model family's tool-call syntax — mlx-lm's tool parser name (``json_tools``, ``mistral``, …).
-
-    Read from the files, as mlx-lm's tokenizer wrapper decides it (an explicit ``tool_parser_type``
-    in ``tokenizer_config.json``, else markers in the template), without loading the tokenizer.
-    None when the template shows no tool-call syntax.
-    """
-    declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
-    if isinstance(declared, str) and declared:
-        return declared
-    for markers, family in _CALL_SYNTAX:
-        if all(marker in template for marker in markers):
-            return family
-    return None
-
-
-def json_tool_calls(path: Path, template: str) -> bool:
-    """Whether the family calls tools as ``<tool_call>{"name", "arguments"}</tool_call>`` JSON.
-
-    Only that syntax can be forced (a grammar over it).
-    """
-    return tool_call_family(path, template) == "json_tools"
-
-
 def detect_levels(template: str) -> tuple[str, ...]:
     """The reasoning levels a template renders (reference §5)."""
     if "reasoning_effort" in template:
         quoted: set[str] = set()
         for m in re.finditer("reasoning_effort", template):
             quoted.update(_QUOTED.findall(template[m.start() : m.end() + 400]))
-        efforts = tuple(e for e in _EFFORTS if e in quoted) or _DEFAULT_EFFORTS
+        efforts = tuple(e for e in _EFFORTS if e in quoted)
+        if len(efforts) < 2:  # only a default ("medium"): the template takes any effort word
+            efforts = tuple(e for e in _EFFORTS if e in {*efforts, *_DEFAULT_EFFORTS})
         return ("off", *efforts)
     if "enable_thinking" in template:
         return ("off", "on")
@@ -151,11 +110,16 @@ def read_levels(path: Path, template: str) -> Levels:
 
 
 def thinking_kwargs(level: str | None, levels: tuple[str, ...]) -> dict[str, Any]:
-    """The template variables for an applied level (none when the model has no switch)."""
+    """The template variables for an applied level (none when the model has no switch).
+
+    ``off`` on an effort-only template (gpt-oss: no switch, ``Reasoning: low|medium|high``) renders
+    its cheapest effort too, since ``enable_thinking`` means nothing to it.
+    """
     if not levels or level is None:
         return {}
     if level == "off":
-        return {"enable_thinking": False}
+        efforts = [lvl for lvl in levels if lvl not in ("off", "on")]
+        return {"enable_thinking": False, **({"reasoning_effort": efforts[0]} if efforts else {})}
     if level == "on":
         return {"enable_thinking": True}
     return {"enable_thinking": True, "reasoning_effort": level}
@@ -185,20 +149,41 @@ def _arguments(text: str) -> Any:
         return text  # the validator already refuses this; render it as it came
 
 
-def template_messages(request: ValidatedRequest) -> list[dict[str, Any]]:
-    """The system text and turns as template messages (tool-call arguments as dicts)."""
+def _template_id(template: str) -> Callable[[str | None], str | None]:
+    """Call ids as the template accepts them: Mistral's templates refuse any but 9 alphanumerics."""
+    if "length != 9" not in template:
+        return lambda call_id: call_id
+    return lambda call_id: None if call_id is None else hashlib.sha256(call_id.encode()).hexdigest()[:9]
+
+
+def template_messages(request: ValidatedRequest, template: str = "") -> list[dict[str, Any]]:
+    """The system text and turns as template messages.
+
+    Tool-call arguments go as dicts (templates iterate or ``tojson`` them); ids as the template
+    accepts them; an assistant turn's earlier thoughts as ``reasoning_content`` (Hugging Face copies
+    it to ``thinking`` for gpt-oss, whose template refuses a thought beside text and a call: there the
+    text, which it renders as the analysis, goes alone). The template decides what to render.
+    """
+    call_id = _template_id(template)
+    reads_thinking = "message.thinking" in template
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for turn in request.turns:
         message: dict[str, Any] = {"role": turn.role, "content": turn.text}
+        if turn.reasoning and not (reads_thinking and turn.tool_calls and turn.text):
+            message["reasoning_content"] = turn.reasoning
         if turn.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
+                {
+                    "id": call_id(c.id),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _arguments(c.arguments)},
+                }
                 for c in turn.tool_calls
             ]
         if turn.role == "tool":
-            message["tool_call_id"] = turn.tool_call_id
+            message["tool_call_id"] = call_id(turn.tool_call_id)
             if turn.name:
                 message["name"] = turn.name
         messages.append(message)

@@ -1,0 +1,70 @@
+"""The layering design.md draws, read from the source (every import, lazy ones included):
+
+- the wire-type modules (``api/<protocol>/protocol.py``) are pure data: nothing of ours;
+- no protocol package imports another protocol's;
+- the engine knows no protocol: it imports neither ``tinytitan.api`` nor the HTTP or CLI stack.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import tinytitan
+
+ROOT = Path(tinytitan.__file__).parent
+PROTOCOLS = ["anthropic", "chat_completions", "responses"]
+ENGINE_MODULES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "engine").rglob("*.py"))
+HTTP_AND_CLI = ("tinytitan.api", "tinytitan.cli", "litestar", "uvicorn", "typer")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved to their absolute names."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+    return found
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_imports_resolves_relative_imports() -> None:
+    found = imports(ROOT / "api" / "anthropic" / "routes.py")
+    assert "tinytitan.api.anthropic.protocol" in found  # `from .protocol import …`
+    assert "tinytitan.api.streaming" in found
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_wire_types_import_nothing_of_ours(protocol: str) -> None:
+    ours = sorted(m for m in imports(ROOT / "api" / protocol / "protocol.py") if within(m, "tinytitan"))
+    assert ours == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_protocol_package_imports_no_other_protocol(protocol: str) -> None:
+    others = [f"tinytitan.api.{p}" for p in PROTOCOLS if p != protocol]
+    for path in sorted((ROOT / "api" / protocol).rglob("*.py")):
+        crossing = sorted(m for m in imports(path) if any(within(m, other) for other in others))
+        assert crossing == [], path.name
+
+
+@pytest.mark.parametrize("module", ENGINE_MODULES)
+def test_the_engine_knows_no_protocol(module: str) -> None:
+    crossing = sorted(m for m in imports(ROOT / module) if any(within(m, layer) for layer in HTTP_AND_CLI))
+    assert crossing == []
