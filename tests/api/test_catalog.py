@@ -157,15 +157,29 @@ def test_a_fast_alias_of_a_catalog_id_is_served_under_its_base_id(live: LiveServ
     assert httpx.get(live.v1 + f"/models/{B}-fast").json()["id"] == f"{B}-fast"
 
 
-def test_an_unknown_name_is_refused_with_what_is_served(live: LiveServer) -> None:
-    for protocol, status, kind in (("chat", 404, "model_not_found"), ("messages", 404, "not_found_error")):
-        response = ask(live, protocol, "claude-sonnet-4-5")
-        assert response.status_code == status, response.text
-        error = response.json()["error"]
-        assert (error.get("code") or error["type"]) == kind
-        assert "claude-sonnet-4-5" in error["message"] and f"{A}, {B}" in error["message"]
+@pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_unknown_name_is_refused_naming_the_field_and_what_is_served(
+    live: LiveServer, protocol: str, stream: bool
+) -> None:
+    response = ask(live, protocol, "claude-sonnet-4-5", stream=stream)
+    assert response.status_code == 404, response.text  # refused before any stream opens
+    error = response.json()["error"]
+    if protocol == "messages":
+        assert error["type"] == "not_found_error" and error["message"].startswith("model: ")
+    else:
+        assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "model_not_found", "model")
+    assert "claude-sonnet-4-5" in error["message"] and f"{A}, {B}" in error["message"]
+
+
+def test_an_unknown_name_is_refused_by_count_tokens_and_the_model_routes(live: LiveServer) -> None:
+    body = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
+    counted = httpx.post(live.v1 + "/messages/count_tokens", json=body, timeout=60)
+    assert counted.status_code == 404 and counted.json()["error"]["message"].startswith("model: ")
+    assert f"{A}, {B}" in counted.json()["error"]["message"]
     for name in ("broken", "nope", f"{A}@gpu"):
-        assert httpx.get(live.v1 + f"/models/{name}").status_code == 404
+        one = httpx.get(live.v1 + f"/models/{name}")
+        assert one.status_code == 404 and one.json()["error"]["param"] == "model"
 
 
 def test_facts_and_count_tokens_of_the_other_model_do_not_load_it(live: LiveServer) -> None:

@@ -7,10 +7,8 @@
 A catalog backend is built from the entry's facts without weights: validation (context window,
 sampling defaults, reasoning levels, tool-call family) and count_tokens for a model that is not
 resident use its config and tokenizer and never load it. Exactly one model is resident:
-``activate(id)`` — called on the engine's one generation thread, before a generation — unloads the
-resident model and loads the named one, logging the switch with its timings. The engine runs one
-generation at a time, taken from one FIFO queue, so a switch only ever happens between
-generations (in-flight ones have finished) and requests keep their arrival order across models.
+a generation runs inside ``use(id)`` (``tinytitan.engine.residency``), which switches the resident
+model only once no generation uses it, in arrival order, and logs each switch with its timings.
 
 Every backend owns its prompt cache, so snapshots are keyed by model: a switch keeps the departing
 model's snapshots (a switch back finds its prefixes warm); an explicit unload
@@ -19,34 +17,22 @@ model's snapshots (a switch back finds its prefixes warm); an explicit unload
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.catalog import Catalog, CatalogEntry
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.residency import Residency, Switch
 
 __all__ = ["CPU_SUFFIX", "BackendFactory", "ModelManager", "Switch"]
-
-log = logging.getLogger("tinytitan.models")
 
 CPU_SUFFIX = "@cpu"
 
 BackendFactory = Callable[[CatalogEntry, str, "str | None"], Backend]  # (entry, served id, device)
-
-
-@dataclass(frozen=True, slots=True)
-class Switch:
-    """One change of resident model (kept for tests and benchmarks; also logged)."""
-
-    previous: str | None
-    current: str
-    unload_s: float
-    load_s: float
 
 
 @dataclass(slots=True)
@@ -65,9 +51,8 @@ class ModelManager:
         self._slots = slots
         self.catalog = catalog  # several installs, switched between (else one model)
         self._preferred = preferred if preferred in slots else None
-        self._resident: str | None = None
         self._lock = threading.Lock()
-        self.switches: list[Switch] = []
+        self._residency = Residency(self.backend, log_loads=catalog)
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -113,8 +98,8 @@ class ModelManager:
     @property
     def resident(self) -> str | None:
         """The id whose weights are loaded, if any."""
-        if self._resident is not None or self.catalog:
-            return self._resident
+        if self._residency.current is not None or self.catalog:
+            return self._residency.current
         ((model_id, slot),) = self._slots.items()  # one model: it may be loaded outside activate()
         return model_id if slot.backend is not None and slot.backend.loaded else None
 
@@ -171,40 +156,23 @@ class ModelManager:
         facts["resident"] = self.resident == model_id
         return facts
 
-    # -- residency (generation thread only) -------------------------------------------------------
+    # -- residency (the generation threads) ------------------------------------------------------
+    def use(self, model_id: str) -> AbstractContextManager[Backend]:
+        """``model_id`` loaded and resident for the block (a switch waits for the other model's
+        generations); see ``Residency.use``."""
+        return self._residency.use(model_id)
+
     def activate(self, model_id: str) -> Backend:
-        """Make ``model_id`` the resident model and return its backend (loads it when needed)."""
-        backend = self.backend(model_id)
-        previous = self.resident
-        if previous == model_id and backend.loaded:
+        """Make ``model_id`` the resident model (loading it when needed) and return its backend."""
+        with self.use(model_id) as backend:
             return backend
-        started = time.perf_counter()
-        if previous is not None and previous != model_id:
-            self._slots[previous].backend.unload(keep_prompt_cache=True)  # type: ignore[union-attr]
-            self._resident = None
-        unloaded = time.perf_counter()
-        backend.load()
-        loaded = time.perf_counter()
-        self._resident = model_id
-        if previous is not None and previous != model_id:
-            switch = Switch(previous, model_id, unloaded - started, loaded - unloaded)
-            self.switches.append(switch)
-            log.info(
-                "switched model %s -> %s in %.2f s (unload %.2f s, load %.2f s)",
-                previous,
-                model_id,
-                switch.unload_s + switch.load_s,
-                switch.unload_s,
-                switch.load_s,
-            )
-        elif self.catalog:
-            log.info("loaded model %s in %.2f s", model_id, loaded - unloaded)
-        return backend
+
+    @property
+    def switches(self) -> list[Switch]:
+        return self._residency.switches
 
     def unload(self) -> bool:
         """Release the resident model (weights and prompt cache); True when one was resident."""
-        model_id = self.resident
-        self._resident = None
-        if model_id is None:
-            return False
-        return self.backend(model_id).unload()
+        if self.catalog or self._residency.current is not None:
+            return self._residency.unload()
+        return self.backend(self.ids()[0]).unload()  # one model, loaded outside the gate

@@ -324,46 +324,9 @@ class Job:
     # runs on the generation thread
     def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
         request = gen.request
-        reason = "stop"
         try:
-            backend = self.engine.models.activate(request.model_id)  # a switch happens here, between jobs
-            parser = backend.output_parser(
-                stop=request.stop,
-                namespaces={t.name: t.namespace for t in request.tools},
-                tools=request.tools,
-                start_in_reasoning=gen.prompt.start_in_reasoning,
-            )
-            pieces = backend.generate(gen)
-            try:
-                for piece in pieces:
-                    if gen.cancel.is_set():
-                        return
-                    if piece.finish:
-                        reason = piece.finish
-                    for event in parser.feed(piece.text, piece.tokens):
-                        emit(event)
-                    if parser.stopped is not None:
-                        break
-                    if parser.completion_tokens >= gen.max_new:
-                        reason = "length"
-                        break
-            finally:
-                close = getattr(pieces, "close", None)
-                if close is not None:
-                    close()
-            if gen.cancel.is_set():
-                return
-            for event in parser.finish():
-                emit(event)
-            if parser.tool_calls:
-                reason = "tool_calls"
-            usage = Usage(
-                prompt_tokens=gen.prompt.n_tokens,
-                cached_tokens=gen.cached_tokens,
-                completion_tokens=parser.completion_tokens,
-                reasoning_tokens=parser.reasoning_tokens,
-            )
-            emit(Finished(reason, usage, parser.stopped))
+            with self.engine.models.use(request.model_id) as backend:  # a switch to its model waits here
+                self._decode(backend, gen, emit)
         except TinyTitanError as exc:
             log.warning("request %s failed: %s", request.request_id, exc.message)
             emit(exc)
@@ -372,3 +335,44 @@ class Job:
             emit(GenerationFailed())
         finally:
             emit(_DONE)
+
+    def _decode(self, backend: Backend, gen: Generation, emit: Callable[[Any], None]) -> None:
+        request = gen.request
+        reason = "stop"
+        parser = backend.output_parser(
+            stop=request.stop,
+            namespaces={t.name: t.namespace for t in request.tools},
+            tools=request.tools,
+            start_in_reasoning=gen.prompt.start_in_reasoning,
+        )
+        pieces = backend.generate(gen)
+        try:
+            for piece in pieces:
+                if gen.cancel.is_set():
+                    return
+                if piece.finish:
+                    reason = piece.finish
+                for event in parser.feed(piece.text, piece.tokens):
+                    emit(event)
+                if parser.stopped is not None:
+                    break
+                if parser.completion_tokens >= gen.max_new:
+                    reason = "length"
+                    break
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+        if gen.cancel.is_set():
+            return
+        for event in parser.finish():
+            emit(event)
+        if parser.tool_calls:
+            reason = "tool_calls"
+        usage = Usage(
+            prompt_tokens=gen.prompt.n_tokens,
+            cached_tokens=gen.cached_tokens,
+            completion_tokens=parser.completion_tokens,
+            reasoning_tokens=parser.reasoning_tokens,
+        )
+        emit(Finished(reason, usage, parser.stopped))
