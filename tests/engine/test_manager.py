@@ -3,49 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tinytitan.engine.backends.base import Backend, Piece, Prompt
+from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.catalog import Catalog, CatalogEntry
 from tinytitan.engine.manager import ModelManager
-from tinytitan.engine.request import ModelInfo, ValidatedRequest
-
-
-class Recorder(Backend):
-    """A backend that only records its lifecycle (``events`` is shared by all of them)."""
-
-    def __init__(self, model_id: str, events: list[str]) -> None:
-        self.model_id = model_id
-        self.events = events
-        self._loaded = False
-        events.append(f"build {model_id}")
-
-    @property
-    def info(self) -> ModelInfo:
-        return ModelInfo(self.model_id, 1000)
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    def load(self) -> None:
-        self._loaded = True
-        self.events.append(f"load {self.model_id}")
-
-    def unload(self, *, keep_prompt_cache: bool = False) -> bool:
-        was, self._loaded = self._loaded, False
-        self.events.append(f"unload {self.model_id}{' keep' if keep_prompt_cache else ''}")
-        return was
-
-    def render(self, request: ValidatedRequest) -> Prompt:
-        return Prompt("", 0)
-
-    def generate(self, *args: Any) -> Iterator[Piece]:
-        yield Piece("")
+from tinytitan.engine.request import ModelInfo
+from tinytitan.testing.lifecycle import Recorder
 
 
 def entry(model_id: str, context: int = 1000) -> CatalogEntry:
@@ -65,7 +32,12 @@ def entry(model_id: str, context: int = 1000) -> CatalogEntry:
 
 def catalog_manager(events: list[str], **kw: Any) -> ModelManager:
     catalog = Catalog((entry("a"), entry("b", 500)))
-    return ModelManager.from_catalog(catalog, lambda e, i, d: Recorder(i, events), **kw)
+
+    def build(e: CatalogEntry, model_id: str, device: str | None) -> Backend:
+        events.append(f"build {model_id}")
+        return Recorder(model_id, events)
+
+    return ModelManager.from_catalog(catalog, build, **kw)
 
 
 def test_facts_come_from_the_catalog_without_building_a_backend() -> None:

@@ -3,49 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tinytitan.engine.backends.base import Backend, Piece, Prompt
-from tinytitan.engine.request import ModelInfo, ValidatedRequest
 from tinytitan.engine.residency import Residency
+from tinytitan.testing.lifecycle import Recorder
 from tinytitan.testing.waiting import wait_until
-
-
-class Recorder(Backend):
-    """A backend that records its lifecycle in a shared list."""
-
-    def __init__(self, model_id: str, log: list[str], fail_load: bool = False) -> None:
-        self.model_id, self.log, self.fail_load = model_id, log, fail_load
-        self._loaded = False
-
-    @property
-    def info(self) -> ModelInfo:
-        return ModelInfo(self.model_id, 1000)
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    def load(self) -> None:
-        if self.fail_load:
-            self.fail_load = False
-            raise RuntimeError("disk gone")
-        self._loaded = True
-        self.log.append(f"load {self.model_id}")
-
-    def unload(self, *, keep_prompt_cache: bool = False) -> bool:
-        was, self._loaded = self._loaded, False
-        self.log.append(f"unload {self.model_id}{' keep' if keep_prompt_cache else ''}")
-        return was
-
-    def render(self, request: ValidatedRequest) -> Prompt:
-        return Prompt("", 0)
-
-    def generate(self, *args: Any) -> Iterator[Piece]:
-        yield Piece("")
 
 
 @pytest.fixture
@@ -87,8 +50,9 @@ def test_generations_of_the_resident_model_run_together(gate: Residency, log: li
     assert first.entered.wait(20)
     second.start()
     assert second.entered.wait(20)  # the same model: no switch, no waiting for the first
-    first.release.set(), second.release.set()
-    first.join(20), second.join(20)
+    for thread in (first, second):
+        thread.release.set()
+        thread.join(20)
     assert log == ["load a", "run a1", "run a2"] and gate.switches == []
 
 
@@ -136,7 +100,12 @@ def test_unload_waits_for_the_generation_using_the_model(gate: Residency, log: l
     assert running.entered.wait(20)
     done = threading.Event()
     result: list[bool] = []
-    unloader = threading.Thread(target=lambda: (result.append(gate.unload()), done.set()), daemon=True)
+
+    def unload() -> None:
+        result.append(gate.unload())
+        done.set()
+
+    unloader = threading.Thread(target=unload, daemon=True)
     unloader.start()
     assert not done.wait(0.2) and log == ["load a", "run a1"]
     running.release.set()

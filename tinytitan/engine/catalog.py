@@ -8,7 +8,7 @@ Hugging Face hub cache (``--models-dir hf``) — scanned in order:
 
 Each entry carries the ``ModelInfo`` the validator needs (context window, sampling defaults,
 reasoning levels, whether a tool call can be forced) and the facts ``tinytitan models`` shows, all
-read from config, template and safetensors headers: no weights, no tokenizer, no mlx import.
+read from config, template and safetensors headers: no weights, no tokenizer.
 
 A source is anything with ``scan(max_context) -> Iterator[CatalogEntry | Skipped]``; an entry's
 ``format`` names what its path holds: ``"mlx"`` (a model directory) or ``"gguf"`` (a GGUF file,
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tinytitan.engine.backends.mlx.facts import check_loadable, describe, read_facts
+from tinytitan.engine.backends.mlx.facts import Description, check_loadable, describe, read_facts
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, hub_cache_dir
 from tinytitan.engine.request import ModelInfo
 
@@ -62,6 +62,25 @@ class CatalogEntry:
     size_bytes: int
     tool_call_family: str | None
     repo_id: str | None = None  # the hub id, for a model from the hub cache
+
+    @classmethod
+    def of(
+        cls, model_id: str, path: Path, fmt: str, origin: str, info: ModelInfo, about: Description, **extra: Any
+    ) -> CatalogEntry:
+        """The entry from a model's served facts and its description."""
+        return cls(
+            id=model_id,
+            path=path,
+            format=fmt,
+            origin=origin,
+            info=info,
+            architecture=about.architecture,
+            parameters=about.parameters,
+            quantization=about.quantization,
+            size_bytes=about.size_bytes,
+            tool_call_family=about.tool_call_family,
+            **extra,
+        )
 
     def as_json(self) -> dict[str, Any]:
         """The facts as ``tinytitan models --json`` and ``GET /v1/models?details=true`` give them."""
@@ -102,20 +121,7 @@ def read_mlx_entry(
     """The entry for an MLX model directory; ``ModelUnavailable`` (one-line reason) if it cannot load."""
     check_loadable(path)
     facts = read_facts(path, model_id, max_context)
-    about = describe(facts)
-    return CatalogEntry(
-        id=model_id,
-        path=path,
-        format="mlx",
-        origin=origin,
-        info=facts.info,
-        architecture=about.architecture,
-        parameters=about.parameters,
-        quantization=about.quantization,
-        size_bytes=about.size_bytes,
-        tool_call_family=about.tool_call_family,
-        repo_id=repo_id,
-    )
+    return CatalogEntry.of(model_id, path, "mlx", origin, facts.info, describe(facts), repo_id=repo_id)
 
 
 def _entry_or_skip(path: Path, model_id: str, **kw: Any) -> CatalogEntry | Skipped:
@@ -194,18 +200,7 @@ class GgufStoreSource:
             except ModelUnavailable as exc:
                 yield Skipped(path, exc.message)
                 continue
-            yield CatalogEntry(
-                id=row["id"],
-                path=path,
-                format="gguf",
-                origin=row["source"],
-                info=info,
-                architecture=about.architecture,
-                parameters=about.parameters,
-                quantization=about.quantization,
-                size_bytes=about.size_bytes,
-                tool_call_family=about.tool_call_family,
-            )
+            yield CatalogEntry.of(row["id"], path, "gguf", row["source"], info, about)
 
 
 def source_for(spec: str | Path) -> Source:
