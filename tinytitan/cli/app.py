@@ -12,7 +12,7 @@ from tinytitan.cli.chat import chat
 from tinytitan.cli.common import allow_reexec
 from tinytitan.cli.compact import compact
 from tinytitan.cli.count_tokens import count_tokens
-from tinytitan.cli.models import models
+from tinytitan.cli.models import models_app
 from tinytitan.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -43,7 +43,7 @@ def root(
 
 
 app.command("serve")(serve)
-app.command("models")(models)
+app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
 app.command("chat")(chat)
