@@ -97,6 +97,9 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
         log.info("running %s in %s", path.name, target)
+    # every array, the private ones too (Gemma 4's rope ``_freqs``): MLX streams are thread-local, and
+    # the batch runner's thread cannot evaluate what is still pending on this thread's stream
+    mx.eval([v for _, m in model.named_modules() for v in m.values() if isinstance(v, mx.array)])
     mx.eval(model.parameters())
     model.eval()
     return model, config
