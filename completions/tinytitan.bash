@@ -5,7 +5,8 @@
 # the subcommands of a command
 _tinytitan_commands() {
     case "$1" in
-        "") echo "serve models count-tokens compact chat completion" ;;
+        "") echo "serve count-tokens compact chat completion models" ;;
+        "models") echo "pull rm" ;;
     esac
 }
 
@@ -13,23 +14,27 @@ _tinytitan_commands() {
 _tinytitan_options() {
     case "$1" in
         "") echo "--version --help" ;;
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --dtype --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --help" ;;
-        "models") echo "--url --cache-dir --json --help" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --dtype --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --help" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
         "completion") echo "--help" ;;
+        "models") echo "--models-dir --url --cache-dir --json --help" ;;
+        "models pull") echo "--cache-dir --help" ;;
+        "models rm") echo "--yes -y --cache-dir --help" ;;
     esac
 }
 
 # a command's options that take a value
 _tinytitan_valued() {
     case "$1" in
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --dtype --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib" ;;
-        "models") echo "--url --cache-dir" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --dtype --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
+        "models") echo "--models-dir --url --cache-dir" ;;
+        "models pull") echo "--cache-dir" ;;
+        "models rm") echo "--cache-dir" ;;
     esac
 }
 
@@ -40,6 +45,7 @@ _tinytitan_values() {
         "serve --stub") echo "@file" ;;
         "serve --reasoning") echo "off on minimal low medium high xhigh max" ;;
         "serve --thinking") echo "on off" ;;
+        "serve --models-dir") echo "@dir" ;;
         "serve --prompt-cache-dir") echo "@dir" ;;
         "serve --memory-tools") echo "off minimal full" ;;
         "serve --memory-dir") echo "@dir" ;;
@@ -58,6 +64,10 @@ _tinytitan_values() {
         "chat --thinking") echo "on off" ;;
         "chat --memory-dir") echo "@dir" ;;
         "completion ARG") echo "bash zsh fish" ;;
+        "models --models-dir") echo "@dir" ;;
+        "models --cache-dir") echo "@dir" ;;
+        "models pull --cache-dir") echo "@dir" ;;
+        "models rm --cache-dir") echo "@dir" ;;
     esac
 }
 

@@ -3,11 +3,11 @@
 
 complete -c tinytitan -f
 complete -c tinytitan -n '__fish_use_subcommand' -a serve -d 'Serve a model (or a --stub script) over the OpenAI and Anthropic APIs'
-complete -c tinytitan -n '__fish_use_subcommand' -a models -d 'List the models you can serve: cached hub models and local GGUF files (or a server\'s, with --url)'
 complete -c tinytitan -n '__fish_use_subcommand' -a count-tokens -d 'Print the prompt tokens a request takes, exactly as a server started with the same flags reports usage.prompt_tokens'
 complete -c tinytitan -n '__fish_use_subcommand' -a compact -d 'Compact a saved session into a handover note, offline, with the server\'s own compaction'
 complete -c tinytitan -n '__fish_use_subcommand' -a chat -d 'Chat with a model in the terminal'
 complete -c tinytitan -n '__fish_use_subcommand' -a completion -d 'Print the shell completion script for bash, zsh or fish (install it with the one-liner below)'
+complete -c tinytitan -n '__fish_use_subcommand' -a models -d 'List the models you can serve; pull one into the Hugging Face cache; remove one'
 complete -c tinytitan -n '__fish_use_subcommand' -l version -d 'Print the versions of tinytitan, mlx and mlx-lm, the engine in use, and exit'
 complete -c tinytitan -n '__fish_use_subcommand' -l help -d 'Show this message and exit'
 
@@ -17,6 +17,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l stub -r -F -d 'A
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l max-context -x -d 'Cap the context window (tokens)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l reasoning -x -a 'off on minimal low medium high xhigh max' -d 'Default reasoning level: off, on, minimal, low, medium, high, xhigh, max'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l thinking -x -a 'on off' -d 'Shorthand for --reasoning on / off'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l models-dir -r -F -d 'Serve a catalog: every model directory in DIR, or \'hf\' for the Hugging Face cache (repeatable; several in the variable are separated by \':\')'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l host -x -d 'Address to bind'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l port -x -d 'Port to listen on'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l api-key -x -d 'Require this key (Bearer or x-api-key) on every route but /health'
@@ -41,11 +42,6 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-fsync -d 
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-max-records -x -d 'Records kept per workspace; beyond it the least important go first'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-max-mib -x -d 'Memory kept per workspace (MiB)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l help -d 'Show this message and exit'
-
-complete -c tinytitan -n '__fish_seen_subcommand_from models' -l url -x -d 'List what a running server serves instead (e.g'
-complete -c tinytitan -n '__fish_seen_subcommand_from models' -l cache-dir -x -d 'The Hugging Face hub cache to scan'
-complete -c tinytitan -n '__fish_seen_subcommand_from models' -l json -d 'Print JSON'
-complete -c tinytitan -n '__fish_seen_subcommand_from models' -l help -d 'Show this message and exit'
 
 complete -c tinytitan -n '__fish_seen_subcommand_from count-tokens' -F
 complete -c tinytitan -n '__fish_seen_subcommand_from count-tokens' -l api -x -a 'chat responses messages' -d 'The request\'s protocol (default: detected from its fields)'
@@ -85,3 +81,19 @@ complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l help -d 'Show thi
 
 complete -c tinytitan -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'
 complete -c tinytitan -n '__fish_seen_subcommand_from completion' -l help -d 'Show this message and exit'
+
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -a pull -d 'Download a model into the Hugging Face cache (resumes a partial download)'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -a rm -d 'Remove a model from the Hugging Face cache, after confirmation'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l models-dir -r -F -d 'Serve a catalog: every model directory in DIR, or \'hf\' for the Hugging Face cache (repeatable; several in the variable are separated by \':\')'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l url -x -d 'List what a running server serves instead (e.g'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l cache-dir -r -F -d 'The Hugging Face hub cache (default: HF\'s own)'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l json -d 'Print JSON: {models: [...], skipped: [...]}'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l help -d 'Show this message and exit'
+
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from pull' -l cache-dir -r -F -d 'The Hugging Face hub cache (default: HF\'s own)'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from pull' -l help -d 'Show this message and exit'
+
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from rm' -l yes -d 'Do not ask for confirmation'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from rm' -s y -d 'Do not ask for confirmation'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from rm' -l cache-dir -r -F -d 'The Hugging Face hub cache (default: HF\'s own)'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and __fish_seen_subcommand_from rm' -l help -d 'Show this message and exit'

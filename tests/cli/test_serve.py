@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 
 from tinytitan import __version__
 from tinytitan.cli.app import app
+from tinytitan.testing.catalog import build_catalog
+from tinytitan.testing.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -180,3 +182,53 @@ def test_serve_with_memory_from_the_environment_uses_the_launch_directory(tmp_pa
         proc.wait(timeout=10)
     journals = list((tmp_path / "mem").glob("tinytitan/*/project-*/journal.ndjson"))
     assert len(journals) == 1 and '"key":"k"' in journals[0].read_text()
+
+
+def test_serve_a_catalog_process(tiny_dir: Path, tmp_path: Path) -> None:
+    root = build_catalog(tmp_path / "models", tiny_dir)
+    port = free_port()
+    log = tmp_path / "server.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tinytitan", "serve", "--models-dir", str(root), "--port", str(port)]
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, env=env, stderr=err, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            ids = [m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"]]
+            assert ids == ["tiny-a", "tiny-b"]
+            body = {"model": "tiny-b", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=120)
+            assert r.status_code == 200 and r.json()["model"] == "tiny-b"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log.read_text()
+    assert f"serving a catalog of 2 models (tiny-a, tiny-b) at http://127.0.0.1:{port}/v1" in text
+    skipped = [line for line in text.splitlines() if "skipping" in line]
+    assert len(skipped) == 1 and "broken" in skipped[0] and "model_type" in skipped[0]
+    assert "loaded model tiny-b" in text and "Traceback" not in text
+
+
+def test_a_catalog_that_cannot_be_served_is_a_clean_error(tiny_dir: Path, tmp_path: Path) -> None:
+    root = build_catalog(tmp_path / "models", tiny_dir)
+    (tmp_path / "empty").mkdir()
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"rules": []}))
+    cases = [
+        (["--models-dir", str(tmp_path / "empty")], "no loadable model in"),
+        (["--models-dir", str(root), "--stub", str(stub)], "--models-dir or --stub, not both"),
+        (["--models-dir", str(root), "--model-id", "x"], "--model-id cannot rename a catalog"),
+        (["--models-dir", str(root), "--model", "nope"], "it serves tiny-a, tiny-b"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, ["serve", *args])
+        assert result.exit_code == 2 and message in result.output, result.output

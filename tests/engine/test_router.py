@@ -16,6 +16,20 @@ def test_names() -> None:
         resolve_model("claude-sonnet-4-5", "m")
 
 
+def test_names_in_a_catalog() -> None:
+    served = ["a", "b", "c-fast"]
+    assert resolve_model("b", served) == ("b", False)
+    assert resolve_model("b-fast", served) == ("b", True)
+    assert resolve_model("c-fast", served) == ("c-fast", False)  # an id ending in -fast: exact match first
+    assert resolve_model("c-fast-fast", served) == ("c-fast", True)
+    with pytest.raises(UnknownModel) as err:
+        resolve_model("claude-haiku-4-5", served)
+    assert err.value.status == 404 and err.value.param == "model"
+    assert err.value.message == (
+        "requested model is not available: 'claude-haiku-4-5'; this server serves a, b, c-fast (each also as <id>-fast)"
+    )
+
+
 def test_strip_cli() -> None:
     request = ChatRequest(
         model="m",

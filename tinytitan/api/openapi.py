@@ -112,7 +112,17 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
             "responses": _responses(route.anthropic, stream=True),
         }
     paths["/health"] = {"get": _plain("Liveness"), "head": _plain("Liveness")}
-    paths["/v1/models"] = {"get": _plain("List models")}
+    listing = _plain("List models")
+    listing["parameters"] = [
+        {
+            "name": "details",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "boolean"},
+            "description": "Add each model's facts under `tinytitan` (architecture, parameters, context window, …).",
+        }
+    ]
+    paths["/v1/models"] = {"get": listing}
     paths["/v1/models/{model_id}"] = {"get": _plain("One model", params=("model_id",))}
     paths["/v1/models/unload"] = {"post": _plain("Release the resident model")}
     one = ("response_id",)

@@ -9,7 +9,6 @@ from litestar.params import FromPath
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
-from tinytitan.engine.errors import UnknownModel
 
 __all__ = ["ModelsController", "health", "health_head", "stub_requests"]
 
@@ -41,23 +40,32 @@ class ModelsController(Controller):
 
     @get("/")
     async def list_models(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, Any]:
+        """Every served id (never a ``-fast`` alias). ``?details=true`` adds each model's facts under
+        ``tinytitan`` (``tinytitan models --url`` reads them); without it the reference shape exactly."""
         ids = engine.model_ids()
         if is_anthropic(request.url.path, request.headers):
-            return {
-                "data": [_anthropic_model(i) for i in ids],
+            data = [_anthropic_model(i) for i in ids]
+            listing: dict[str, Any] = {
+                "data": data,
                 "has_more": False,
                 "first_id": ids[0] if ids else None,
                 "last_id": ids[-1] if ids else None,
             }
-        return {"object": "list", "data": [_openai_model(i) for i in ids]}
+        else:
+            data = [_openai_model(i) for i in ids]
+            listing = {"object": "list", "data": data}
+        if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
+            for obj in data:
+                obj["tinytitan"] = engine.models.details(obj["id"])
+        return listing
 
     @get("/{model_id:path}")
     async def get_model(
         self, request: Request[Any, Any, Any], engine: EngineDep, model_id: FromPath[str]
     ) -> dict[str, Any]:
+        """Any name the server would accept, echoed as asked; answered from facts, never loading a model."""
         name = model_id.lstrip("/")
-        if not engine.accepts(name):
-            raise UnknownModel(name)
+        engine.route(name)  # UnknownModel (404) naming what is served
         return _anthropic_model(name) if is_anthropic(request.url.path, request.headers) else _openai_model(name)
 
     @post("/unload", status_code=200)

@@ -12,7 +12,7 @@ from tinytitan.cli.common import allow_reexec
 from tinytitan.cli.compact import compact
 from tinytitan.cli.completion import completion
 from tinytitan.cli.count_tokens import count_tokens
-from tinytitan.cli.models import models
+from tinytitan.cli.models import models_app
 from tinytitan.cli.polish import TitanGroup
 from tinytitan.cli.serve import serve
 
@@ -51,7 +51,7 @@ def root(
 
 
 app.command("serve")(serve)
-app.command("models")(models)
+app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
 app.command("chat")(chat)

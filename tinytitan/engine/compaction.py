@@ -231,7 +231,7 @@ class _Compactor:
 
     async def count(self, text: str) -> int:
         try:
-            return int(await asyncio.to_thread(self.engine.backend.count_text, text))
+            return int(await asyncio.to_thread(lambda: self.engine.backend_for(self.model).count_text(text)))
         except Unsupported:
             if not self._estimated:
                 log.warning("compaction: the backend has no tokenizer; estimating 4 characters per token")
@@ -239,12 +239,12 @@ class _Compactor:
             return len(text) // 4 + 1
 
     def cap(self) -> int:
-        return max(16, min(self.budget * 2, self.engine.info.context_window // 2))
+        return max(16, min(self.budget * 2, self.engine.info_for(self.model).context_window // 2))
 
     async def fit(self, body: str, instruction: str) -> str:
         """Trim the pass's input (head third + tail) until it leaves room for the note."""
-        room = self.engine.info.context_window - self.cap() - await self.count(instruction) - 64
-        room = max(room, self.engine.info.context_window // 4)
+        room = self.engine.info_for(self.model).context_window - self.cap() - await self.count(instruction) - 64
+        room = max(room, self.engine.info_for(self.model).context_window // 4)
         for _ in range(4):
             tokens = await self.count(body)
             if tokens <= room:
@@ -297,7 +297,7 @@ async def compact(
     """Compact a conversation into a handover note (reference §11)."""
     if not any(m.role not in ("system", "developer") for m in messages):
         raise InvalidRequest("nothing to compact: input carries no messages", param="input")
-    budget = compaction_budget(engine.info.context_window, max_tokens)
+    budget = compaction_budget(engine.info_for(model).context_window, max_tokens)
     transcript = render_transcript(messages, notes)
     worker = _Compactor(engine, model, budget, progress)
 
@@ -320,7 +320,7 @@ async def compact(
             else:
                 note, tokens = await worker.trim_to_budget(shorter or note)
                 mode = "extractive"
-    info_model = engine.info.id
+    info_model = engine.info_for(model).id
     log.info("compaction: mode %s, %d tokens (budget %d, %d passes)", mode, tokens, budget, worker.passes)
     worker.progress(f"compaction done: {mode}, {tokens} tokens (budget {budget})")
     return CompactionResult(note, mode, tokens, budget, info_model, worker.usage, worker.passes)

@@ -24,6 +24,8 @@ the ``status`` hint carried here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AuthenticationFailed",
     "ContextLengthExceeded",
@@ -85,8 +87,9 @@ class NotFound(TinyTitanError):
 class UnknownModel(NotFound):
     code = "model_not_found"
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"requested model is not available: '{name}'", param="model")
+    def __init__(self, name: str, served: Sequence[str] = ()) -> None:
+        served_note = f"; this server serves {', '.join(served)} (each also as <id>-fast)" if served else ""
+        super().__init__(f"requested model is not available: '{name}'{served_note}", param="model")
         self.name = name
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tinytitan.engine.errors import UnknownModel
@@ -24,13 +25,19 @@ class StripRules:
     tags: tuple[str, ...] = ("system-reminder",)
 
 
-def resolve_model(name: str, served: str, rules: StripRules | None = None) -> tuple[str, bool]:
-    """The base id a request names and whether the CLI strip applies; ``UnknownModel`` otherwise."""
-    if name == served:
-        return served, bool(rules and rules.always)
-    if name == served + FAST_SUFFIX:
-        return served, True
-    raise UnknownModel(name)
+def resolve_model(name: str, served: str | Sequence[str], rules: StripRules | None = None) -> tuple[str, bool]:
+    """The served id a request names and whether the CLI strip applies; ``UnknownModel`` otherwise.
+
+    An exact id wins, so a catalog id that itself ends in ``-fast`` stays reachable; else
+    ``<id>-fast`` names ``<id>`` with the strip on.
+    """
+    ids = (served,) if isinstance(served, str) else tuple(served)
+    if name in ids:
+        return name, bool(rules and rules.always)
+    base = name.removesuffix(FAST_SUFFIX)
+    if base != name and base in ids:
+        return base, True
+    raise UnknownModel(name, served=ids)
 
 
 def _cut_spans(text: str, tags: tuple[str, ...]) -> str:

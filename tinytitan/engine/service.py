@@ -1,7 +1,13 @@
 """The Engine facade: the ONE generation path every protocol and the CLI go through.
 
     ChatRequest ─► route model ─► validate ─► render + count ─► admit (queue) ─► Job
-    Job.events(): wait for a slot ─► backend.generate in the worker thread ─► OutputParser ─► Events
+    Job.events(): wait for a slot ─► make its model resident ─► backend.generate in the worker
+                  thread ─► OutputParser ─► Events
+
+The models come from a ``ModelManager``: one model, or a catalog whose requests may name any
+install. Routing, validation and rendering use the named model's own facts and tokenizer without
+loading it; the one generation thread switches the resident model (``ModelManager.activate``) only
+when a job's turn comes, so requests keep their FIFO order across models.
 
 Validation, rendering and admission all happen in ``prepare`` — before a protocol opens a stream —
 so every refusal (including a full queue) is an ordinary HTTP error. ``Job.events()`` then yields
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
@@ -53,7 +60,7 @@ class Completion:
 class Engine:
     def __init__(
         self,
-        backend: Backend,
+        models: Backend | ModelManager,
         *,
         queue_limit: int = 4,
         default_reasoning: str | None = None,
@@ -61,9 +68,10 @@ class Engine:
         max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
     ) -> None:
-        self.backend = backend
+        self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
-        self.max_concurrent = max(1, max_concurrent or getattr(backend, "max_concurrent", 1))
+        own = 1 if isinstance(models, ModelManager) else getattr(models, "max_concurrent", 1)
+        self.max_concurrent = max(1, max_concurrent or own)
         self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
@@ -75,20 +83,52 @@ class Engine:
             initializer=lambda: self._threads.append(threading.current_thread()),
         )
 
-    # -- model facts ----------------------------------------------------------------------------
+    # -- model names and facts (never load weights) ---------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The default model's backend: the one model; in a catalog the resident one, else the first."""
+        return self.models.backend(self.models.default_id)
+
     @property
     def info(self) -> ModelInfo:
-        info = self.backend.info
+        """The default model's facts (what a caller that names no model means)."""
+        return self._info(self.models.default_id)
+
+    def _info(self, model_id: str) -> ModelInfo:
+        info = self.models.info(model_id)
         if self.default_reasoning is not None:
             info = replace(info, default_reasoning=self.default_reasoning)
         return info
 
+    def route(self, name: str) -> tuple[str, bool]:
+        """The served id ``name`` means and whether the CLI strip applies; ``UnknownModel`` otherwise."""
+        return resolve_model(name, self.models.ids(), self.strip)
+
+    def info_for(self, name: str) -> ModelInfo:
+        return self._info(self.route(name)[0])
+
+    def backend_for(self, name: str) -> Backend:
+        """The backend serving ``name`` (built from its facts on first need; no weights loaded)."""
+        return self.models.backend(self.route(name)[0])
+
+    async def model_backend(self, model_id: str) -> Backend:
+        """``models.backend(model_id)``, built off the event loop when it still has files to read."""
+        built = self.models.peek(model_id)
+        return built if built is not None else await asyncio.to_thread(self.models.backend, model_id)
+
+    def context_window(self, name: str | None) -> int:
+        """The named model's context window; the default model's for a missing or unknown name (the
+        request is refused by name later, where the protocol checks it)."""
+        if isinstance(name, str) and self.accepts(name):
+            return self.info_for(name).context_window
+        return self.info.context_window
+
     def model_ids(self) -> list[str]:
-        return [self.info.id]
+        return self.models.ids()
 
     def accepts(self, name: str) -> bool:
         try:
-            resolve_model(name, self.info.id, self.strip)
+            self.route(name)
         except TinyTitanError:
             return False
         return True
@@ -100,15 +140,16 @@ class Engine:
         return validated, await self._fitting(validated)
 
     def _validated(self, request: ChatRequest) -> ValidatedRequest:
-        _base, strip = resolve_model(request.model, self.info.id, self.strip)
+        model_id, strip = self.route(request.model)
         if strip:
             request = strip_cli(request, self.strip)
-        return validate(request, self.info, strip_cli=strip)
+        return validate(request, self._info(model_id), strip_cli=strip)
 
     async def _fitting(self, validated: ValidatedRequest) -> Prompt:
         """The rendered prompt; refused when it leaves no room in the context window."""
-        prompt = await asyncio.to_thread(self.backend.render, validated)
-        window = self.info.context_window
+        backend = await self.model_backend(validated.model_id)
+        prompt = await asyncio.to_thread(backend.render, validated)
+        window = self.models.info(validated.model_id).context_window
         if prompt.n_tokens >= window:
             raise ContextLengthExceeded(
                 f"the prompt has {prompt.n_tokens} tokens; the context window is {window}",
@@ -123,7 +164,7 @@ class Engine:
             if job is not None:
                 return job
         prompt = await self._fitting(validated)
-        max_new = min(validated.cap, self.info.context_window - prompt.n_tokens)
+        max_new = min(validated.cap, self.models.info(validated.model_id).context_window - prompt.n_tokens)
         return Job(self, validated, prompt, max_new, self.queue.admit())
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
@@ -135,15 +176,16 @@ class Engine:
         plan = await self.memory.plan(validated)
         if plan is None:
             return None
-        prompt = await asyncio.to_thread(self.backend.render, plan.request)
-        room = self.info.context_window - prompt.n_tokens
+        backend = await self.model_backend(validated.model_id)
+        prompt = await asyncio.to_thread(backend.render, plan.request)
+        room = self.models.info(validated.model_id).context_window - prompt.n_tokens
         if room <= 0:
             log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
             return None
         return MemoryJob(self, plan, prompt, min(validated.cap, room), self.queue.admit())
 
     async def count_tokens(self, request: ChatRequest) -> int:
-        if not self.backend.has_tokenizer:
+        if not (await self.model_backend(self.route(request.model)[0])).has_tokenizer:
             raise Unsupported("this backend has no tokenizer")
         _validated, prompt = await self.validate(request)
         return prompt.n_tokens
@@ -153,18 +195,23 @@ class Engine:
         return await job.collect()
 
     async def unload(self) -> bool:
+        """Wait for in-flight generations, then release the resident model (weights and snapshots)."""
         await self.queue.wait_idle()
-        return await self.run_worker(self.backend.unload)
+        return bool(await self.run_worker(self.models.unload))
 
     def warm_up(self) -> None:
-        """Start loading the model on the generation thread; requests queue behind it."""
+        """Start loading the model to serve first on the generation thread; requests queue behind it.
+
+        One model: that one. A catalog: the one ``--model`` named, else nothing until a request names one.
+        """
 
         def report(future: asyncio.Future[Any]) -> None:
             if not future.cancelled() and future.exception() is not None:
                 log.error("loading the model failed: %s", future.exception())
 
-        if not self.backend.loaded:
-            self.run_worker(self.backend.load).add_done_callback(report)
+        first = self.models.preferred
+        if first is not None and not self.models.backend(first).loaded:
+            self.run_worker(lambda: self.models.activate(first)).add_done_callback(report)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -281,48 +328,10 @@ class Job:
 
     # runs on the generation thread
     def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
-        backend, request = self.engine.backend, gen.request
-        parser = backend.output_parser(
-            stop=request.stop,
-            namespaces={t.name: t.namespace for t in request.tools},
-            tools=request.tools,
-            start_in_reasoning=gen.prompt.start_in_reasoning,
-        )
-        reason = "stop"
+        request = gen.request
         try:
-            if not backend.loaded:
-                backend.load()
-            pieces = backend.generate(gen)
-            try:
-                for piece in pieces:
-                    if gen.cancel.is_set():
-                        return
-                    if piece.finish:
-                        reason = piece.finish
-                    for event in parser.feed(piece.text, piece.tokens):
-                        emit(event)
-                    if parser.stopped is not None:
-                        break
-                    if parser.completion_tokens >= gen.max_new:
-                        reason = "length"
-                        break
-            finally:
-                close = getattr(pieces, "close", None)
-                if close is not None:
-                    close()
-            if gen.cancel.is_set():
-                return
-            for event in parser.finish():
-                emit(event)
-            if parser.tool_calls:
-                reason = "tool_calls"
-            usage = Usage(
-                prompt_tokens=gen.prompt.n_tokens,
-                cached_tokens=gen.cached_tokens,
-                completion_tokens=parser.completion_tokens,
-                reasoning_tokens=parser.reasoning_tokens,
-            )
-            emit(Finished(reason, usage, parser.stopped))
+            with self.engine.models.use(request.model_id) as backend:  # a switch to its model waits here
+                self._decode(backend, gen, emit)
         except TinyTitanError as exc:
             log.warning("request %s failed: %s", request.request_id, exc.message)
             emit(exc)
@@ -331,3 +340,44 @@ class Job:
             emit(GenerationFailed())
         finally:
             emit(_DONE)
+
+    def _decode(self, backend: Backend, gen: Generation, emit: Callable[[Any], None]) -> None:
+        request = gen.request
+        reason = "stop"
+        parser = backend.output_parser(
+            stop=request.stop,
+            namespaces={t.name: t.namespace for t in request.tools},
+            tools=request.tools,
+            start_in_reasoning=gen.prompt.start_in_reasoning,
+        )
+        pieces = backend.generate(gen)
+        try:
+            for piece in pieces:
+                if gen.cancel.is_set():
+                    return
+                if piece.finish:
+                    reason = piece.finish
+                for event in parser.feed(piece.text, piece.tokens):
+                    emit(event)
+                if parser.stopped is not None:
+                    break
+                if parser.completion_tokens >= gen.max_new:
+                    reason = "length"
+                    break
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+        if gen.cancel.is_set():
+            return
+        for event in parser.finish():
+            emit(event)
+        if parser.tool_calls:
+            reason = "tool_calls"
+        usage = Usage(
+            prompt_tokens=gen.prompt.n_tokens,
+            cached_tokens=gen.cached_tokens,
+            completion_tokens=parser.completion_tokens,
+            reasoning_tokens=parser.reasoning_tokens,
+        )
+        emit(Finished(reason, usage, parser.stopped))

@@ -11,6 +11,7 @@ from typing import Any
 from tinytitan.api.background import BackgroundServer
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.backends.factory import build_engine
+from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -44,7 +45,11 @@ class LiveServer:
 
 @contextmanager
 def live_server(
-    backend: Backend, *, settings: Settings | None = None, queue_limit: int = 4, default_reasoning: str | None = None
+    backend: Backend | ModelManager,
+    *,
+    settings: Settings | None = None,
+    queue_limit: int = 4,
+    default_reasoning: str | None = None,
 ) -> Iterator[LiveServer]:
     settings = settings or Settings(queue_limit=queue_limit)
     if default_reasoning is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlx.utils import tree_flatten
 
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.events import Finished, TextDelta
@@ -179,6 +180,28 @@ def test_unload_then_generate_reloads(fresh: Engine) -> None:
     done = complete(fresh, chat(fresh, "Two.", max_tokens=3))
     assert backend.loaded
     assert done.finished.usage is not None and done.finished.usage.completion_tokens == 3
+
+
+def test_a_switch_unload_frees_the_weights_and_keeps_the_snapshots(fresh: Engine) -> None:
+    import gc
+
+    import mlx.core as mx
+
+    backend = backend_of(fresh)
+    complete(fresh, chat(fresh, "One.", max_tokens=2))
+    params = tree_flatten(backend._model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
+    weights = sum(v.nbytes for _k, v in params)
+    del params  # the test must not hold the weights itself
+    held = mx.get_active_memory()
+    gc.disable()  # the weights must go by reference counting alone (no collection pass on a switch)
+    try:
+        assert backend.unload(keep_prompt_cache=True) is True
+        freed = held - mx.get_active_memory()
+    finally:
+        gc.enable()
+    assert freed >= weights * 0.99
+    assert len(backend.prompt_cache) == 1  # a switch back finds it
 
 
 def test_finished_is_last(engine: Engine) -> None:

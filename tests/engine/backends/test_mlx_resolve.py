@@ -35,7 +35,7 @@ def test_an_offline_hub_id_missing_from_the_cache_says_how_to_get_it(offline_emp
         MlxBackend("some-org/Some-Model-4bit")
     message = err.value.message
     assert "'some-org/Some-Model-4bit'" in message
-    assert "offline" in message and "hf download some-org/Some-Model-4bit" in message
+    assert "offline" in message and "tinytitan models pull some-org/Some-Model-4bit" in message
     assert "--model /path/to/a/local/model/directory" in message
     assert str(offline_empty_cache) in message
 

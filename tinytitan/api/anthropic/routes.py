@@ -23,7 +23,7 @@ async def _chat_request(request: Request[Any, Any, Any], engine: Engine, *, coun
     wire = await read_json(request, MessagesRequest)
     return to_chat_request(
         wire,
-        context_window=engine.info.context_window,
+        context_window=engine.context_window(wire.model),
         count_only=count_only,
         request_id=request_id_of(request.scope),
         workspace=request.headers.get("x-tinytitan-workspace"),

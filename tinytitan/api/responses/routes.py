@@ -12,7 +12,7 @@ from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.request_io import read_json, until_disconnect
 from tinytitan.api.streaming import answer
 from tinytitan.engine.compaction import compact
-from tinytitan.engine.errors import InvalidRequest, UnknownModel
+from tinytitan.engine.errors import InvalidRequest
 
 from .encode import OutputBuilder, ResponsesStream, compaction_object, response_shell
 from .inputs import MappedInput, map_input, to_chat_request
@@ -50,8 +50,7 @@ class ResponsesController(Controller):
         wire = await read_json(request, CompactRequest)
         if not wire.model:
             raise InvalidRequest("model is required", param="model", code="invalid_value")
-        if not engine.accepts(wire.model):
-            raise UnknownModel(wire.model)
+        engine.route(wire.model)  # an unknown name is refused before any work
         mapped = MappedInput()
         if wire.previous_response_id:
             previous = responses_store.stored(wire.previous_response_id, param="previous_response_id")

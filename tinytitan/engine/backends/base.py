@@ -87,8 +87,12 @@ class Backend(ABC):
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load the weights (called off the event loop, on the generation thread)."""
 
-    def unload(self) -> bool:
-        """Release the weights; True when something was resident."""
+    def unload(self, *, keep_prompt_cache: bool = False) -> bool:
+        """Release the weights; True when something was resident.
+
+        ``keep_prompt_cache`` (a catalog switching to another model) keeps the KV snapshots, so a
+        switch back finds its prefixes warm; a plain unload releases them too.
+        """
         return False
 
     def output_parser(self, **options: Any) -> EventParser:

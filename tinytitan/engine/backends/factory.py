@@ -9,9 +9,11 @@ from tinytitan.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from tinytitan.engine.backends.base import Backend
+    from tinytitan.engine.catalog import CatalogEntry
+    from tinytitan.engine.manager import ModelManager
     from tinytitan.engine.service import Engine
 
-__all__ = ["build_backend", "build_engine"]
+__all__ = ["build_backend", "build_catalog", "build_engine"]
 
 
 def build_backend(settings: Settings) -> Backend:
@@ -45,8 +47,52 @@ def build_backend(settings: Settings) -> Backend:
         raise SettingsError(exc.message) from None
 
 
-def build_engine(settings: Settings, backend: Backend | None = None) -> Engine:
-    """The Engine over ``backend`` (built from ``settings`` when not given), configured by ``settings``."""
+def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
+    from tinytitan.engine.backends.mlx import MlxBackend
+
+    return MlxBackend(
+        str(entry.path),
+        model_id=model_id,
+        max_context=settings.max_context,
+        prompt_cache_entries=settings.prompt_cache_entries,
+        prompt_cache_mib=settings.prompt_cache_mib,
+        dtype=settings.dtype,
+        prompt_cache_dir=settings.prompt_cache_dir,
+        prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
+        max_concurrent=settings.max_concurrent,
+        device=device,
+    )
+
+
+def build_catalog(settings: Settings) -> ModelManager:
+    """The catalog ``--models-dir`` names (scanned now, nothing loaded), ``<id>@cpu`` where the CPU is a
+    second real engine; ``SettingsError`` when it holds no loadable model or ``--model`` names none of it."""
+    from functools import partial
+
+    from tinytitan.engine.backends.mlx.loading import DTYPES, has_accelerator
+    from tinytitan.engine.catalog import scan
+    from tinytitan.engine.manager import ModelManager
+
+    if settings.dtype not in DTYPES:
+        raise SettingsError(f"unknown dtype {settings.dtype!r}; choose from {', '.join(DTYPES)}")
+    catalog = scan(settings.models_dirs, max_context=settings.max_context)
+    where = " and ".join("the Hugging Face cache" if d == "hf" else d for d in settings.models_dirs)
+    if not catalog.entries:
+        raise SettingsError(
+            f"no loadable model in {where} ({len(catalog.skipped)} skipped, see the log); "
+            "`tinytitan models pull ORG/NAME` downloads one into the Hugging Face cache (--models-dir hf)"
+        )
+    models = ModelManager.from_catalog(
+        catalog, partial(_catalog_backend, settings), cpu_variants=has_accelerator(), preferred=settings.model
+    )
+    if settings.model is not None and settings.model not in models:
+        raise SettingsError(f"--model {settings.model} is not in the catalog; it serves {', '.join(models.ids())}")
+    return models
+
+
+def build_engine(settings: Settings, backend: Backend | ModelManager | None = None) -> Engine:
+    """The Engine over ``backend`` (built from ``settings`` when not given: the catalog of
+    ``--models-dir``, else one model), configured by ``settings``."""
     from tinytitan.engine.router import StripRules
     from tinytitan.engine.service import Engine
 
@@ -55,9 +101,15 @@ def build_engine(settings: Settings, backend: Backend | None = None) -> Engine:
         from tinytitan.engine.memory.decorator import MemoryConfig, MemoryDecorator
 
         memory = MemoryDecorator(MemoryConfig.from_settings(settings))
+    if backend is None:
+        backend = build_catalog(settings) if settings.models_dirs else build_backend(settings)
+    from tinytitan.engine.manager import ModelManager
+
+    catalog = isinstance(backend, ModelManager)  # a one-model backend says its own batch size
     return Engine(
-        backend if backend is not None else build_backend(settings),
+        backend,
         queue_limit=settings.queue_limit,
+        max_concurrent=settings.max_concurrent if catalog else None,
         default_reasoning=settings.reasoning,
         strip=StripRules(always=settings.strip_cli_prompt, tags=settings.strip_tags),
         memory=memory,

@@ -127,8 +127,10 @@ class MemoryJob(Job):
         )
         base: ValidatedRequest = self.plan.final_request if self.rounds_run >= self.plan.rounds else previous
         request = replace(base, turns=turns)
-        prompt = await asyncio.to_thread(self.engine.backend.render, request)
-        room = min(request.cap - used.completion_tokens, self.engine.info.context_window - prompt.n_tokens)
+        models = self.engine.models  # the request's own model (a catalog serves several)
+        prompt = await asyncio.to_thread(models.backend(request.model_id).render, request)
+        window = models.info(request.model_id).context_window
+        room = min(request.cap - used.completion_tokens, window - prompt.n_tokens)
         if room <= 0:
             return None
         return Generation(request, prompt, room, cancel=gen.cancel)

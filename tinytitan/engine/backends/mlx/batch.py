@@ -81,8 +81,10 @@ class BatchRunner:
         sampler: Callable[[Sampling], Any] = make_sampler,
         processors: Callable[[Sampling, Sequence[int], int], list[Any]] = make_processors,
         prefill_step: int = PREFILL_STEP,
+        device: str | None = None,
     ) -> None:
         self.model = model
+        self.device = device  # "cpu" where an accelerator is the default (a catalog's <id>@cpu)
         self.prompt_cache = prompt_cache
         self.identity = identity
         self.eos = list(eos)
@@ -121,6 +123,12 @@ class BatchRunner:
 
     # -- the runner thread ------------------------------------------------------------------------
     def _run(self) -> None:
+        from tinytitan.engine.backends.mlx.loading import device_context
+
+        with device_context(self.device):
+            self._loop()
+
+    def _loop(self) -> None:
         from mlx_lm.generate import BatchGenerator
 
         gen = BatchGenerator(

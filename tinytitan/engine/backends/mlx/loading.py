@@ -17,15 +17,46 @@ from typing import Any
 
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
 
-__all__ = ["DTYPES", "compute_dtype", "load_tokenizer", "load_weights", "model_identity"]
+__all__ = [
+    "DTYPES",
+    "compute_dtype",
+    "device_context",
+    "has_accelerator",
+    "load_tokenizer",
+    "load_weights",
+    "model_identity",
+]
 
 log = logging.getLogger("tinytitan.mlx")
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "native")
 
 
-def compute_dtype(setting: str) -> str | None:
-    """The dtype to run in (None = as the checkpoint is)."""
+def has_accelerator() -> bool:
+    """Whether mlx has a GPU engine here (Metal or CUDA) beside the CPU: then ``<id>@cpu`` is a real choice."""
+    import mlx.core as mx
+
+    for backend in ("metal", "cuda"):
+        module = getattr(mx, backend, None)
+        is_available = getattr(module, "is_available", None)
+        if callable(is_available) and is_available():
+            return True
+    return False
+
+
+def device_context(device: str | None) -> Any:
+    """A context running mlx work on ``device`` ("cpu"), or on the default device (None)."""
+    import contextlib
+
+    if device is None:
+        return contextlib.nullcontext()
+    import mlx.core as mx
+
+    return mx.stream(getattr(mx, device))
+
+
+def compute_dtype(setting: str, device: str | None = None) -> str | None:
+    """The dtype to run in (None = as the checkpoint is) on ``device`` (None = the default one)."""
     if setting not in DTYPES:
         raise ModelUnavailable(f"unknown dtype {setting!r}; choose from {', '.join(DTYPES)}")
     if setting == "native":
@@ -34,7 +65,8 @@ def compute_dtype(setting: str) -> str | None:
         return setting
     import mlx.core as mx
 
-    return "float32" if mx.default_device() == mx.cpu else None
+    on_cpu = device == "cpu" or mx.default_device() == mx.cpu
+    return "float32" if on_cpu else None
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -46,12 +78,17 @@ def load_tokenizer(path: Path) -> Any:
     return _load(path, eos_token_ids=eos)
 
 
-def load_weights(path: Path, dtype_setting: str) -> tuple[Any, dict[str, Any]]:
-    """The model (evaluated, in its compute dtype) and its config."""
+def load_weights(path: Path, dtype_setting: str, device: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The model (evaluated on ``device``, in its compute dtype) and its config."""
+    with device_context(device):
+        return _load_weights(path, dtype_setting, device)
+
+
+def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[Any, dict[str, Any]]:
     import mlx.core as mx
     from mlx_lm.utils import dequantize_model, load_model
 
-    target = compute_dtype(dtype_setting)
+    target = compute_dtype(dtype_setting, device)
     try:
         model, config = load_model(path, lazy=True)
     except (FileNotFoundError, ValueError) as exc:
@@ -60,12 +97,15 @@ def load_weights(path: Path, dtype_setting: str) -> tuple[Any, dict[str, Any]]:
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
         log.info("running %s in %s", path.name, target)
+    # every array, the private ones too (Gemma 4's rope ``_freqs``): MLX streams are thread-local, and
+    # the batch runner's thread cannot evaluate what is still pending on this thread's stream
+    mx.eval([v for _, m in model.named_modules() for v in m.values() if isinstance(v, mx.array)])
     mx.eval(model.parameters())
     model.eval()
     return model, config
 
 
-def model_identity(path: Path, dtype_setting: str) -> str:
+def model_identity(path: Path, dtype_setting: str, device: str | None = None) -> str:
     """A digest of what decides a KV cache's contents: config, weight files, compute dtype, MLX.
 
     Prompt-cache snapshots are keyed by it (in memory and on disk), so a snapshot is never offered
@@ -80,7 +120,8 @@ def model_identity(path: Path, dtype_setting: str) -> str:
     facts = {
         "config": (path / "config.json").read_text(encoding="utf-8"),
         "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weights],
-        "dtype": compute_dtype(dtype_setting) or "native",
+        "dtype": compute_dtype(dtype_setting, device) or "native",
+        "device": device or "default",
         "mlx": getattr(mx, "__version__", "unknown"),
         "mlx_lm": mlx_lm.__version__,
     }

