@@ -100,7 +100,7 @@ def _materialize(cache: list[Any]) -> None:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    arrays = [a for c in cache for _, a in tree_flatten(vars(c)) if isinstance(a, mx.array)]
+    arrays = [leaf[1] for c in cache for leaf in tree_flatten(vars(c)) if isinstance(leaf[1], mx.array)]
     if arrays:
         mx.eval(arrays)
 
