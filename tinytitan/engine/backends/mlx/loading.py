@@ -97,12 +97,22 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
         log.info("running %s in %s", path.name, target)
-    # every array, the private ones too (Gemma 4's rope ``_freqs``): MLX streams are thread-local, and
-    # the batch runner's thread cannot evaluate what is still pending on this thread's stream
-    mx.eval([v for _, m in model.named_modules() for v in m.values() if isinstance(v, mx.array)])
-    mx.eval(model.parameters())
+    mx.eval(model.parameters(), _private_arrays(model))
     model.eval()
     return model, config
+
+
+def _private_arrays(model: Any) -> list[Any]:
+    """Arrays modules keep outside their parameters (a RoPE's ``_freqs``: Llama 3, Gemma 4, ...).
+
+    They are built lazily on the loading thread, and MLX streams are thread-local: the batch runner,
+    on its own thread, could not evaluate them ("There is no Stream(cpu, N) in current thread").
+    """
+    import mlx.core as mx
+
+    # a module is a dict: names starting with "_" are kept in it but left out of parameters()
+    held = [v for m in model.modules() for v in [*m.values(), *vars(m).values()]]
+    return [v for v in held if isinstance(v, mx.array)]
 
 
 def model_identity(path: Path, dtype_setting: str, device: str | None = None) -> str:
