@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, memory_dir, with_model_flags
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
+
+if TYPE_CHECKING:
+    from tinytitan.engine.distributed import Distributed
 
 __all__ = ["serve"]
 
@@ -79,6 +83,20 @@ def serve(
         help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
     ),
     dtype: Dtype = "auto",
+    parallel: str = typer.Option(
+        "auto",
+        "--parallel",
+        envvar="TINYTITAN_PARALLEL",
+        metavar="auto|tensor|pipeline",
+        help="Under mlx.launch: how the ranks split the model (auto: tensor when the architecture offers it).",
+    ),
+    distributed_timeout: float = typer.Option(
+        60.0,
+        "--distributed-timeout",
+        envvar="TINYTITAN_DISTRIBUTED_TIMEOUT",
+        metavar="SECONDS",
+        help="Under mlx.launch: a rank silent this long (one step, or an idle heartbeat) stops the group.",
+    ),
     memory: Memory = False,
     memory_tools: str = typer.Option(
         "full",
@@ -107,7 +125,18 @@ def serve(
         32, "--memory-max-mib", envvar="TINYTITAN_MEMORY_MAX_MIB", help="Memory kept per workspace (MiB)."
     ),
 ) -> None:
-    """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
+    """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs.
+
+    Across several machines: list them in a hostfile and start every rank with mlx.launch, e.g.
+    `mlx.launch --hostfile hosts.json -- tinytitan serve --model M` (or `mlx.launch --hosts
+    10.0.0.1,10.0.0.2 -- tinytitan serve --model M`; `-n 2 --backend ring` on one machine). Rank 0
+    serves HTTP; the other ranks hold their share of the model and follow it step by step.
+    --parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, mixtral, deepseek …)
+    splits every layer and syncs twice per layer per token — for fast links; pipeline gives each
+    rank whole layers — for models too big for one machine over slower links. The banner shows
+    rank, size, backend and parallelism. A lost rank fails the running requests (503) and every
+    rank exits with status 75, so the launcher can restart the group.
+    """
     try:
         settings = flags.settings(
             host=host,
@@ -121,6 +150,8 @@ def serve(
             strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
             prompt_cache_mib=prompt_cache_mib,
             dtype=dtype,
+            parallel=parallel.lower(),
+            distributed_timeout=distributed_timeout,
             keepalive_seconds=keepalive,
             memory=memory,
             memory_tools=memory_tools.lower(),
@@ -161,20 +192,45 @@ def _memory_note(settings: Settings) -> str:
     return note
 
 
-def run_server(settings: Settings) -> None:
-    import uvicorn
+def _join_group(settings: Settings) -> Distributed | None:
+    """This process's place in an ``mlx.launch`` group, or None when serving alone."""
+    from tinytitan.engine.distributed import Distributed, DistributedError, detect
 
-    from tinytitan.api.app import create_app
-    from tinytitan.api.transport import uvicorn_options
-    from tinytitan.engine.backends.factory import build_engine
+    group = detect()
+    if group is None:
+        return None
+    try:
+        return Distributed(group, settings.parallel, settings.distributed_timeout)
+    except DistributedError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _follow(backend: Any, distributed: Distributed) -> NoReturn:
+    """Ranks > 0: no HTTP; load this rank's shard and replay rank 0's steps until it stops."""
+    typer.echo(f"TinyTitan {distributed.describe()} (pid {os.getpid()}); following rank 0, no HTTP", err=True)
+    try:
+        code = backend.follow()
+    except (OSError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    raise typer.Exit(code)
+
+
+def run_server(settings: Settings) -> None:
+    from tinytitan.engine.backends.factory import build_backend, build_engine
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
+    distributed = None if settings.stub else _join_group(settings)
     try:
-        engine = build_engine(settings)
+        backend = build_backend(settings, distributed)
+        if distributed is not None:
+            distributed.plan(getattr(backend, "config", {}))
+        engine = build_engine(settings, backend)
         info = engine.info
-    except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
+    except (OSError, ValueError) as exc:  # ScriptError, SettingsError and DistributedError are ValueErrors
         raise _fail(str(exc)) from None
+    if distributed is not None and distributed.rank > 0:
+        _follow(backend, distributed)
     if note := engine.backend.note:
         typer.echo(f"TinyTitan: {note}", err=True)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -183,8 +239,23 @@ def run_server(settings: Settings) -> None:
         f"(context {info.context_window} tokens, {_engine_note(settings)})",
         err=True,
     )
+    if distributed is not None:
+        typer.echo(f"TinyTitan {distributed.describe()}", err=True)
     if settings.memory:
         typer.echo(_memory_note(settings), err=True)
+    try:
+        _run_uvicorn(engine, settings)
+    finally:
+        if distributed is not None:
+            distributed.shutdown()  # the followers exit with rank 0
+
+
+def _run_uvicorn(engine: Any, settings: Settings) -> None:
+    import uvicorn
+
+    from tinytitan.api.app import create_app
+    from tinytitan.api.transport import uvicorn_options
+
     uvicorn.run(
         create_app(engine, settings),
         host=settings.host,

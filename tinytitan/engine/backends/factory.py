@@ -9,14 +9,16 @@ from tinytitan.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from tinytitan.engine.backends.base import Backend
+    from tinytitan.engine.distributed import Distributed
     from tinytitan.engine.service import Engine
 
 __all__ = ["build_backend", "build_engine"]
 
 
-def build_backend(settings: Settings) -> Backend:
+def build_backend(settings: Settings, distributed: Distributed | None = None) -> Backend:
     """The scripted backend for ``--stub``, else the MLX engine (imported only then).
 
+    ``distributed``: this process's place in an ``mlx.launch`` group (``serve`` only; issue #19).
     Raises ``ScriptError`` / ``SettingsError`` (both ``ValueError``) with a message for the user. On a
     Linux CPU call ``tinytitan.cpu_blas.ensure_openblas()`` first, before anything reads stdin.
     """
@@ -37,6 +39,7 @@ def build_backend(settings: Settings) -> Backend:
             prompt_cache_entries=settings.prompt_cache_entries,
             prompt_cache_mib=settings.prompt_cache_mib,
             dtype=settings.dtype,
+            distributed=distributed,
         )
     except ModelUnavailable as exc:
         raise SettingsError(exc.message) from None

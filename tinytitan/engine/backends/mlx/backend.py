@@ -18,7 +18,7 @@ import gc
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
 
@@ -47,6 +47,10 @@ from tinytitan.engine.output_parser import Markers, OutputParser, ToolParser, js
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
 
+if TYPE_CHECKING:
+    from tinytitan.engine.distributed import Distributed
+    from tinytitan.engine.distributed.lockstep import CacheOps
+
 __all__ = ["PREFILL_STEP", "MlxBackend"]
 
 log = logging.getLogger("tinytitan.mlx")
@@ -67,6 +71,7 @@ class MlxBackend(Backend):
         prompt_cache_entries: int = 4,
         prompt_cache_mib: int = 2048,
         dtype: str = "auto",
+        distributed: Distributed | None = None,
     ) -> None:
         if dtype not in loading.DTYPES:
             choices = ", ".join(loading.DTYPES)
@@ -92,6 +97,7 @@ class MlxBackend(Backend):
             forced_tool_calls=self.syntax in FORCEABLE,
         )
         self.dtype = dtype
+        self.distributed = distributed  # serving as one rank of an mlx.distributed group (issue #19)
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20)
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self._model: Any = None
@@ -189,10 +195,43 @@ class MlxBackend(Backend):
         _ = self.tokenizer
         if self.syntax == HARMONY:
             _ = self.harmony
+        if self.distributed is not None:
+            self._load_shard(self.distributed)
+            return
         self._model, _config = loading.load_weights(self.source.path, self.dtype)
         log.info("loaded %s from %s", self._info.id, self.source.path)
 
+    def _load_shard(self, distributed: Distributed) -> None:
+        """This rank's shard; on rank 0 the lockstep runner that drives every rank starts with it."""
+        self._model = distributed.load(self.source.path, self.dtype)
+        if distributed.group.leader:
+            distributed.start_leader(
+                self._model,
+                self._cache_ops(),
+                self.tokenizer.eos_token_ids,
+                make_sampler=make_sampler,
+                make_processors=make_processors,
+                prefill_step=PREFILL_STEP,
+            )
+
+    def _cache_ops(self) -> CacheOps:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        from tinytitan.engine.distributed.lockstep import CacheOps
+
+        return CacheOps(
+            fetch=self.prompt_cache.fetch, fresh=lambda: make_prompt_cache(self._model), remember=self._remember
+        )
+
+    def follow(self) -> int:
+        """Ranks > 0 of a distributed group: load this rank's shard and replay rank 0's steps."""
+        assert self.distributed is not None
+        self.load()
+        return self.distributed.follow(self._model, self._cache_ops())
+
     def unload(self) -> bool:
+        if self.distributed is not None:
+            return False  # every rank holds its shard for the life of the group
         was = self._model is not None
         self._model = None
         self.prompt_cache.clear()
@@ -211,6 +250,8 @@ class MlxBackend(Backend):
             return len(tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: ValidatedRequest) -> Prompt:
+        if self.distributed is not None:
+            self.distributed.check()
         if request.tool_choice in ("required", "function") and self.syntax is not None:
             _check_forced(self.syntax, request)
         tw = self.tokenizer
@@ -262,6 +303,9 @@ class MlxBackend(Backend):
         if cancel.is_set() or max_new <= 0:
             return
         self.load()
+        if self.distributed is not None:
+            yield from self._generate_lockstep(gen)
+            return
         tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
         cache, reused = self.prompt_cache.fetch(tokens)
         if cache is None:
@@ -322,6 +366,46 @@ class MlxBackend(Backend):
             steps.close()
             if keep:
                 self._remember(tokens + generated, cache, reused)
+
+    def _generate_lockstep(self, gen: Generation) -> Iterator[Piece]:
+        """One generation on the distributed group's lockstep runner (rank 0)."""
+        from tinytitan.engine.distributed.rows import END, Row
+
+        assert self.distributed is not None and self.distributed.runner is not None
+        request, prompt = gen.request, gen.prompt
+        tokens: list[int] = list(prompt.tokens if prompt.tokens is not None else self.render(request).tokens)
+        self.last_mask = mask = self._grammar_mask(request, prompt)
+
+        def joined(reused: int) -> None:
+            gen.cached_tokens = reused
+
+        row = Row(tokens, gen.max_new, request.sampling, gen.cancel, mask=mask, on_join=joined)
+        self.distributed.runner.submit(row)
+        tw = self.tokenizer
+        eos = set(tw.eos_token_ids)
+        detokenizer = tw.detokenizer
+        produced = 0
+        try:
+            while True:
+                item = row.out.get()
+                if item is END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                produced += 1
+                self.tokens_generated += 1
+                if item in eos:
+                    break
+                detokenizer.add_token(item)
+                if produced >= gen.max_new:
+                    detokenizer.finalize()
+                yield Piece(detokenizer.last_segment)
+            if not gen.cancel.is_set():
+                detokenizer.finalize()
+                if tail := detokenizer.last_segment:
+                    yield Piece(tail, 0)
+        finally:
+            row.leave()
 
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         """The llguidance mask for structured output or a forced tool call; None for free text."""
