@@ -34,7 +34,7 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def servers(tiny_dir: Path) -> Iterator[tuple[str, Launched]]:
-    with serve_model(tiny_dir) as single, launch_group(tiny_dir, "--distributed-timeout", "20") as group:
+    with serve_model(tiny_dir) as single, launch_group(tiny_dir) as group:
         yield single, group
 
 

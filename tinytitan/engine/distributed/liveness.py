@@ -6,6 +6,9 @@ lost"); one that *hangs* (a stopped process, a cut cable with no reset) leaves t
 blocked inside MLX, where no Python code runs — the monitor thread notices the deadline pass and
 calls ``on_expire`` (which fails the requests and ends the process: a thread blocked in C cannot be
 unwound). Rank 0 sends a heartbeat when idle, so followers also bound their wait for the next step.
+
+Time this process itself stood still (another thread held the GIL, the machine was overloaded) is
+not counted against the peer: when the monitor thread wakes late, the deadline moves by as much.
 """
 
 from __future__ import annotations
@@ -65,10 +68,17 @@ class Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
+        last = time.monotonic()
         while not self._stop.wait(self._tick):
+            now = time.monotonic()
+            starved = now - last - self._tick  # this process did not run us (the GIL, the scheduler)
+            last = now
             with self._lock:
                 armed = self._armed
-                expired = armed is not None and time.monotonic() > armed[0] and not self._fired
+                if armed is not None and starved > self._tick:
+                    # the guarded thread was held up as long as we were: that is not the peer's silence
+                    armed = self._armed = (armed[0] + starved, armed[1])
+                expired = armed is not None and now > armed[0] and not self._fired
                 if expired:
                     self._fired = True
             if expired and armed is not None:

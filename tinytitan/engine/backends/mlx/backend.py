@@ -205,6 +205,9 @@ class MlxBackend(Backend):
         """This rank's shard; on rank 0 the lockstep runner that drives every rank starts with it."""
         self._model = distributed.load(self.source.path, self.dtype)
         if distributed.group.leader:
+            # built now, not at the first structured request: it holds the GIL for a second or more,
+            # which would delay the runner's heartbeat
+            _ = self.lltokenizer
             distributed.start_leader(
                 self._model,
                 self._cache_ops(),
