@@ -40,7 +40,7 @@ def servers(tiny_dir: Path) -> Iterator[tuple[str, Launched]]:
 
 def chat(url: str, model: str, content: str | list[dict[str, str]], **extra: Any) -> dict[str, Any]:
     messages = [{"role": "user", "content": content}] if isinstance(content, str) else content
-    body = {"model": model, "messages": messages, "max_tokens": 24, "temperature": 0, **extra}
+    body = {"model": model, "messages": messages, "max_tokens": 16, "temperature": 0, **extra}
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300)
     assert r.status_code == 200, r.text
     return r.json()
@@ -51,7 +51,7 @@ def chat_text(url: str, model: str, content: str, **extra: Any) -> str:
 
 
 def chat_stream_text(url: str, model: str, content: str) -> str:
-    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 24, "temperature": 0}
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 16, "temperature": 0}
     body["stream"] = True
     parts = []
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=300) as r:
@@ -63,7 +63,7 @@ def chat_stream_text(url: str, model: str, content: str) -> str:
 
 
 def responses_text(url: str, model: str, content: str) -> str:
-    body = {"model": model, "input": content, "max_output_tokens": 24, "temperature": 0}
+    body = {"model": model, "input": content, "max_output_tokens": 16, "temperature": 0}
     r = httpx.post(url + "/v1/responses", json=body, timeout=300)
     assert r.status_code == 200, r.text
     return "".join(
@@ -76,7 +76,7 @@ def responses_text(url: str, model: str, content: str) -> str:
 
 
 def messages_text(url: str, model: str, content: str) -> str:
-    body = {"model": model, "max_tokens": 24, "temperature": 0, "messages": [{"role": "user", "content": content}]}
+    body = {"model": model, "max_tokens": 16, "temperature": 0, "messages": [{"role": "user", "content": content}]}
     r = httpx.post(url + "/v1/messages", json=body, headers=ANTHROPIC, timeout=300)
     assert r.status_code == 200, r.text
     return "".join(block["text"] for block in r.json()["content"] if block["type"] == "text")
