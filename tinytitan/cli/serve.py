@@ -125,18 +125,7 @@ def serve(
         32, "--memory-max-mib", envvar="TINYTITAN_MEMORY_MAX_MIB", help="Memory kept per workspace (MiB)."
     ),
 ) -> None:
-    """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs.
-
-    Across several machines: list them in a hostfile and start every rank with mlx.launch, e.g.
-    `mlx.launch --hostfile hosts.json -- tinytitan serve --model M` (or `mlx.launch --hosts
-    10.0.0.1,10.0.0.2 -- tinytitan serve --model M`; `-n 2 --backend ring` on one machine). Rank 0
-    serves HTTP; the other ranks hold their share of the model and follow it step by step.
-    --parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, mixtral, deepseek …)
-    splits every layer and syncs twice per layer per token — for fast links; pipeline gives each
-    rank whole layers — for models too big for one machine over slower links. The banner shows
-    rank, size, backend and parallelism. A lost rank fails the running requests (503) and every
-    rank exits with status 75, so the launcher can restart the group.
-    """
+    """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
         settings = flags.settings(
             host=host,
@@ -166,6 +155,24 @@ def serve(
     except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
+
+
+_DISTRIBUTED_HELP = """
+Across several machines: list them in a hostfile and start every rank with mlx.launch —
+`mlx.launch --hostfile hosts.json -- tinytitan serve --model M`, or `mlx.launch --hosts
+10.0.0.1,10.0.0.2 -- tinytitan serve --model M` (`-n 2 --backend ring` on one machine). Rank 0
+serves HTTP; the others hold their share of the model and follow it step by step.
+
+--parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, qwen3_moe, gpt_oss,
+deepseek …) splits every layer and syncs twice per layer per token: for low-latency links.
+pipeline gives each rank whole layers: for a model too big for one machine over slower links.
+The banner shows rank, size, backend and parallelism. A lost rank fails the running requests
+(503) and every rank exits with status 75, so the launcher can restart the group.
+"""
+
+serve.__doc__ = (
+    (serve.__doc__ or "") + "\n\n" + "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))
+)
 
 
 def _engine_note(settings: Settings) -> str:
