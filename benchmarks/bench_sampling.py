@@ -35,18 +35,26 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, TypedDict  # noqa: E402
 
 from bench_mlx import server_decode, words  # noqa: E402
 
 from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.backends.mlx import backend as backend_module  # noqa: E402
-from tinytitan.engine.backends.mlx.sampling import Sampler  # noqa: E402
+from tinytitan.engine.backends.mlx.sampling import Sampler, make_sampler  # noqa: E402
 from tinytitan.engine.request import Sampling  # noqa: E402
 from tinytitan.testing.tiny_model import tiny_model_dir  # noqa: E402
 
 VOCAB = 151_936
-QWEN = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
+
+
+class Defaults(TypedDict):
+    temperature: float
+    top_k: int
+    top_p: float
+
+
+QWEN: Defaults = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
+MakeSampler = Callable[[Sampling], Callable[[Any], Any]]
 
 
 def lm_logprobs(count: int, exponent: float) -> list[Any]:
@@ -117,8 +125,9 @@ def bench_a(rounds: int) -> None:
     ]
     for name, sample, inputs in others:
         wall, cpu = per_call(sample, inputs, 40)
-        staged = isinstance(sample, Sampler) and sample.top_p < 1 and not sample.top_k
-        misses = f", stage misses {sample.misses} of {40 + 2}" if staged else ""
+        misses = ""
+        if isinstance(sample, Sampler) and sample.top_p < 1 and not sample.top_k:  # the staged path
+            misses = f", stage misses {sample.misses} of {40 + 2}"
         print(f"  (a) {name}: {wall:.3f} ms (CPU {cpu:.3f}) per token{misses}", flush=True)
 
 
@@ -126,7 +135,7 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
     from tinytitan.testing.server import live_server
 
     backend = MlxBackend(str(tiny_model_dir(shape, "bfloat16" if shape == "0.6b" else "float32")))
-    ours_make = backend_module.make_sampler
+    ours_make: MakeSampler = make_sampler
 
     def mlx_lm_make(sampling: Sampling) -> Callable[[Any], Any]:  # what the backend did before
         import mlx.core as mx
@@ -144,18 +153,19 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
             for round_ in range(rounds + 1):  # round 0 warms every path up; they run back to back
                 text = f"Round {round_}: " + words(24, round_)
                 rates: dict[str, float] = {}
-                for name, make, sampling in (
+                runs: tuple[tuple[str, MakeSampler, dict[str, int] | None], ...] = (
                     ("greedy", ours_make, None),
                     ("ours", ours_make, {"seed": round_}),
                     ("mlx-lm", mlx_lm_make, {"seed": round_}),
                     ("top_k 1", ours_make, {"seed": round_, "top_k": 1}),  # our sampler, greedy's text
-                ):
-                    backend_module.make_sampler = make  # type: ignore[assignment]
+                )
+                for name, make, sampling in runs:
+                    backend.runner().make_sampler = make
                     backend.prompt_cache.clear()
                     cpu, tokens = time.process_time(), backend.tokens_generated
                     rates[name] = server_decode(live.url, backend, text, n, sampling)
                     cpu_ms[name] = (time.process_time() - cpu) / (backend.tokens_generated - tokens) * 1e3
-                backend_module.make_sampler = ours_make
+                backend.runner().make_sampler = ours_make
                 if round_:
                     for name in ratios:
                         ratios[name].append(rates[name] / rates["greedy"])
@@ -168,7 +178,6 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                     flush=True,
                 )
     finally:
-        backend_module.make_sampler = ours_make
         backend.unload()
     print(
         f"(b) server decode at the model's default sampling ÷ greedy, {shape} shape: median of paired ratios "

@@ -30,6 +30,7 @@ def test_reexecs_once_with_the_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, list[str], dict[str, str]]] = []
     monkeypatch.setattr(os, "execve", lambda path, argv, env: calls.append((path, argv, env)))
     monkeypatch.setattr(cpu_blas, "find_openblas", lambda: "/lib/openblas-pthread/libopenblas.so.0")
+    monkeypatch.setenv(cpu_blas.BLAS_ENV, "openblas")
     monkeypatch.delenv(cpu_blas.OPT_OUT_ENV, raising=False)
     monkeypatch.delenv(cpu_blas.REEXEC_ENV, raising=False)
     monkeypatch.setenv("LD_PRELOAD", "/other.so")
@@ -44,6 +45,32 @@ def test_reexecs_once_with_the_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     assert path == sys.executable and argv[0] == sys.executable
     assert env["LD_PRELOAD"] == "/lib/openblas-pthread/libopenblas.so.0:/other.so"
     assert env[cpu_blas.REEXEC_ENV] == "1"
+
+
+def test_blis_comes_first_and_gets_a_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_blas, "find_openblas", lambda: "/o/libopenblas.so.0")
+    monkeypatch.setattr(cpu_blas, "find_blis", lambda: "/b/blis-pthread/libblis.so.4")
+    monkeypatch.delenv(cpu_blas.BLAS_ENV, raising=False)
+    assert cpu_blas.find_blas() == "/b/blis-pthread/libblis.so.4"
+    monkeypatch.setenv(cpu_blas.BLAS_ENV, "openblas")
+    assert cpu_blas.find_blas() == "/o/libopenblas.so.0"
+    monkeypatch.setenv(cpu_blas.BLAS_ENV, "off")
+    assert cpu_blas.find_blas() is None
+    monkeypatch.setattr(cpu_blas, "find_blis", lambda: None)
+    monkeypatch.delenv(cpu_blas.BLAS_ENV)
+    assert cpu_blas.find_blas() == "/o/libopenblas.so.0"  # BLIS not installed: OpenBLAS
+    calls: list[dict[str, str]] = []
+    monkeypatch.setattr(os, "execve", lambda _path, _argv, env: calls.append(env))
+    monkeypatch.setattr(cpu_blas, "find_blis", lambda: "/b/blis-pthread/libblis.so.4")
+    for name in (cpu_blas.OPT_OUT_ENV, cpu_blas.REEXEC_ENV, "BLIS_NUM_THREADS", "LD_PRELOAD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "mlx", raising=False)
+    monkeypatch.delitem(sys.modules, "mlx.core", raising=False)
+    cpu_blas.ensure_openblas()
+    if sys.platform.startswith("linux"):
+        (env,) = calls
+        assert env["LD_PRELOAD"] == "/b/blis-pthread/libblis.so.4"
+        assert env["BLIS_NUM_THREADS"] == str(os.cpu_count() or 1)
 
 
 @pytest.mark.skipif(cpu_blas.find_openblas() is None, reason="libopenblas0-pthread is not installed")

@@ -1,12 +1,19 @@
-"""A fast CPU engine on Linux: preload Debian's OpenBLAS under the mlx[cpu] wheel.
+"""A fast CPU engine on Linux: preload Debian's BLIS or OpenBLAS under the mlx[cpu] wheel.
 
-The ``mlx[cpu]`` wheel bundles the reference netlib BLAS; with Debian's ``libopenblas0-pthread``
-preloaded, libmlx resolves ``cblas_sgemm`` from OpenBLAS instead (fp32 matmuls several times
-faster; design.md "Facts measured"). ``LD_PRELOAD`` only takes effect at process start, so the CLI
-calls ``ensure_openblas()`` first thing in ``serve`` / ``count-tokens`` / ``compact`` — before
-mlx is imported — and the process re-executes itself once with the variable set.
+The ``mlx[cpu]`` wheel bundles the reference netlib BLAS; with a Debian BLAS preloaded, libmlx
+resolves ``cblas_sgemm`` from it instead (fp32 matmuls several times faster; design.md "Facts
+measured"). ``LD_PRELOAD`` only takes effect at process start, so the CLI calls
+``ensure_openblas()`` first thing in ``serve`` / ``count-tokens`` / ``compact`` — before mlx is
+imported — and the process re-executes itself once with the variable set.
 
-Opt out with ``TINYTITAN_OPENBLAS=0``. This module must not import mlx.
+Which library: BLIS (``libblis4-pthread``) when installed, else OpenBLAS (``libopenblas0-pthread``);
+``TINYTITAN_BLAS=blis|openblas`` insists on one. Decoding multiplies one row (or a few, batched) by
+every weight matrix: OpenBLAS 0.3.21 (Debian 12) packs the whole weight matrix into a buffer on
+every such call (``sgemm_incopy`` dominates a decode profile) and so decodes at a fraction of the
+memory bandwidth, while BLIS's skinny-matrix path reads the weights in place — decode ~4× faster
+here (``benchmarks/bench_decode.py``). BLIS gets ``BLIS_NUM_THREADS`` = the CPU count unless set.
+
+Opt out with ``TINYTITAN_OPENBLAS=0`` (or ``TINYTITAN_BLAS=off``). This module must not import mlx.
 """
 
 from __future__ import annotations
@@ -15,24 +22,60 @@ import glob
 import os
 import sys
 
-__all__ = ["OPT_OUT_ENV", "REEXEC_ENV", "ensure_openblas", "find_openblas", "openblas_active"]
+__all__ = [
+    "BLAS_ENV",
+    "OPT_OUT_ENV",
+    "REEXEC_ENV",
+    "blas_active",
+    "ensure_openblas",
+    "find_blas",
+    "find_blis",
+    "find_openblas",
+    "openblas_active",
+]
 
 OPT_OUT_ENV = "TINYTITAN_OPENBLAS"
+BLAS_ENV = "TINYTITAN_BLAS"  # auto (default) | blis | openblas | off
 REEXEC_ENV = "_TINYTITAN_OPENBLAS_REEXEC"
 _PATTERNS = (
     "/usr/lib/*/openblas-pthread/libopenblas.so.0",
     "/usr/lib/openblas-pthread/libopenblas.so.0",
 )
+_BLIS_PATTERNS = (
+    "/usr/lib/*/blis-pthread/libblis.so.4",
+    "/usr/lib/blis-pthread/libblis.so.4",
+)
 _OFF = {"0", "off", "false", "no"}
 
 
-def find_openblas() -> str | None:
-    """The path of Debian's pthread OpenBLAS, if installed."""
-    for pattern in _PATTERNS:
+def _first(patterns: tuple[str, ...]) -> str | None:
+    for pattern in patterns:
         hits = sorted(glob.glob(pattern))
         if hits:
             return hits[0]
     return None
+
+
+def find_openblas() -> str | None:
+    """The path of Debian's pthread OpenBLAS, if installed."""
+    return _first(_PATTERNS)
+
+
+def find_blis() -> str | None:
+    """The path of Debian's pthread BLIS, if installed."""
+    return _first(_BLIS_PATTERNS)
+
+
+def find_blas() -> str | None:
+    """The library to preload: ``TINYTITAN_BLAS`` if it names one, else BLIS when installed, else OpenBLAS."""
+    choice = os.environ.get(BLAS_ENV, "auto").strip().lower()
+    if choice in _OFF:
+        return None
+    if choice == "openblas":
+        return find_openblas()
+    if choice == "blis":
+        return find_blis()
+    return find_blis() or find_openblas()
 
 
 def _opted_out() -> bool:
@@ -40,14 +83,14 @@ def _opted_out() -> bool:
 
 
 def ensure_openblas() -> None:
-    """Re-exec this process once with OpenBLAS preloaded, when that is possible and wanted.
+    """Re-exec this process once with the BLAS of ``find_blas`` preloaded, when possible and wanted.
 
-    Does nothing off Linux, when opted out, when OpenBLAS is not installed, when it is already
+    Does nothing off Linux, when opted out, when no such BLAS is installed, when it is already
     preloaded, after the one re-exec, or when mlx was already imported (too late to matter).
     """
     if not sys.platform.startswith("linux") or _opted_out() or os.environ.get(REEXEC_ENV):
         return
-    lib = find_openblas()
+    lib = find_blas()
     if lib is None:
         return
     preload = os.environ.get("LD_PRELOAD", "")
@@ -56,6 +99,8 @@ def ensure_openblas() -> None:
     env = dict(os.environ)
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else lib
     env[REEXEC_ENV] = "1"
+    if "blis" in os.path.basename(lib):
+        env.setdefault("BLIS_NUM_THREADS", str(os.cpu_count() or 1))
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     sys.stderr.flush()
@@ -65,10 +110,20 @@ def ensure_openblas() -> None:
         return
 
 
-def openblas_active() -> bool:
-    """Whether an OpenBLAS library is mapped into this process (for the startup banner)."""
+def blas_active() -> str | None:
+    """Which preloaded BLAS is mapped into this process ("BLIS", "OpenBLAS"), if any (the banner)."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            return any("/libopenblas" in line for line in maps)
+            text = maps.read()
     except OSError:
-        return False
+        return None
+    if "/libblis" in text:
+        return "BLIS"
+    if "/libopenblas" in text:
+        return "OpenBLAS"
+    return None
+
+
+def openblas_active() -> bool:
+    """Whether a preloaded BLAS (OpenBLAS or BLIS) is mapped into this process."""
+    return blas_active() is not None

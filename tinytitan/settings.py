@@ -62,6 +62,7 @@ class Settings:
     api_key: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     queue_limit: int = 4
+    max_concurrent: int = 4  # generations decoded together in one batch (README: why 4)
     max_context: int | None = None
     reasoning: str | None = None
     stub: str | None = None
@@ -72,6 +73,8 @@ class Settings:
     keep_alive_timeout: int = 30  # idle seconds before a kept-alive connection closes
     prompt_cache_entries: int = 4
     prompt_cache_mib: int = 2048
+    prompt_cache_dir: str | None = None  # the disk tier of the prompt cache (off when None)
+    prompt_cache_disk_mib: int = 8192
     dtype: str = "auto"
     parallel: str = "auto"  # under mlx.launch: auto | tensor | pipeline (issue #19)
     distributed_timeout: float = 60.0  # seconds before a silent rank counts as lost
@@ -96,6 +99,8 @@ class Settings:
                 "use the model. Pass --api-key KEY (clients then send it as a Bearer token or x-api-key), "
                 "or bind to 127.0.0.1."
             )
+        if self.max_concurrent < 1:
+            raise SettingsError("--max-concurrent must be at least 1")
         if self.queue_limit < 0:
             raise SettingsError("--queue-limit must be 0 or more")
         if self.keepalive_seconds <= 0:
@@ -104,6 +109,8 @@ class Settings:
             raise SettingsError(f"--parallel takes auto, tensor or pipeline, not '{self.parallel}'")
         if self.distributed_timeout <= 0:
             raise SettingsError("--distributed-timeout must be a positive number of seconds")
+        if self.prompt_cache_disk_mib < 1:
+            raise SettingsError("--prompt-cache-disk-mib must be at least 1")
         if self.max_context is not None and self.max_context < 16:
             raise SettingsError("--max-context must be at least 16 tokens")
         if self.memory_tools not in MEMORY_SURFACES:

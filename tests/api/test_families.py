@@ -34,7 +34,7 @@ def servers() -> Iterator[dict[str, LiveServer]]:
     with ExitStack() as stack:
         live: dict[str, LiveServer] = {}
 
-        class Servers(dict):  # type: ignore[type-arg]
+        class Servers(dict[str, LiveServer]):
             def __missing__(self, name: str) -> LiveServer:
                 backend = ScriptedMlxBackend(str(family_dir(name)))
                 live[name] = stack.enter_context(live_server(backend))
@@ -81,7 +81,13 @@ def ask(server: LiveServer, protocol: str, stream: bool) -> Expected:
         else:
             response = client.responses.create(**rbody)
         reasoning = "".join(s.text for item in response.output if item.type == "reasoning" for s in item.summary)
-        text = "".join(c.text for item in response.output if item.type == "message" for c in item.content)
+        text = "".join(
+            c.text
+            for item in response.output
+            if item.type == "message"
+            for c in item.content
+            if c.type == "output_text"
+        )
         calls = tuple((i.name, json.loads(i.arguments)) for i in response.output if i.type == "function_call")
         return _expected(reasoning, text, calls)
     aclient = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)

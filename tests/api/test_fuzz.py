@@ -9,6 +9,7 @@ runs the same fuzzer for longer.
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tinytitan.api.openapi import BODY_ROUTES
 from tinytitan.testing.fuzz import FUZZ_SCRIPT, fuzz
@@ -35,6 +36,7 @@ def test_openapi_documents_every_route(server: LiveServer) -> None:
         assert body["$ref"].endswith("/" + route.wire_type.__name__)
 
 
+@pytest.mark.timeout(600)  # 5,000 requests: about a minute alone, several on a busy machine
 def test_fuzzed_requests_never_fail_the_server() -> None:
     with serve_stub_process(FUZZ_SCRIPT) as server:
         report = fuzz(server.url, requests=REQUESTS, model=STUB_MODEL, seed=8)

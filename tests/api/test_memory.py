@@ -32,7 +32,7 @@ SET = {"name": "memory_set", "arguments": {"key": "project/build", "value": "mak
 GET = {"name": "memory_get", "arguments": {"key": "project/build"}}
 WRITE = {"name": "Write", "arguments": {"file_path": "/abs/a.txt", "content": "hi"}}
 WRITE_TOOL = {"name": "Write", "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}}}
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"when": {"last_tool": "memory_get"}, "reply": {"text": ANSWER}},
     {"when": {"last_tool": "memory_set"}, "reply": {"tool_calls": [GET]}},
     {"when": {"user_contains": "remember"}, "reply": {"reasoning": "Worth keeping.", "tool_calls": [SET]}},
@@ -271,7 +271,7 @@ def test_count_tokens_excludes_the_memory_fragment_and_tools(serve: Serve, tmp_p
 
 def test_bad_memory_calls_are_error_results_and_the_request_still_answers(serve: Serve, tmp_path: Path) -> None:
     bad = {"name": "memory_set", "arguments": {"key": "../../etc/passwd", "value": "x" * 70000}}
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"when": {"last_tool": "memory_set"}, "reply": {"text": "I could not save that."}},
         {"reply": {"tool_calls": [bad]}},
     ]

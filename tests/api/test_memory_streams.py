@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import anthropic
 import httpx
 import openai
 import pytest
+from anthropic.types import MessageParam
+from openai.types.chat import ChatCompletionMessageParam
 
 from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.settings import Settings
@@ -19,10 +22,11 @@ from tinytitan.testing.server import LiveServer, live_server
 
 KEEPALIVE = 0.2
 SLOW = 600  # ms before each round's first token
+WORKSPACE = "/work/proj-streams"  # a path string: the server files memory under it, it need not exist
 ANSWER = "The build command is make -j4."
 SET = {"name": "memory_set", "arguments": {"key": "project/build", "value": "make -j4"}}
 GET = {"name": "memory_get", "arguments": {"key": "project/build"}}
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"when": {"last_tool": "memory_get"}, "reply": {"text": ANSWER, "prefill_ms": SLOW, "chunk_size": 2}},
     {"when": {"last_tool": "memory_set"}, "reply": {"tool_calls": [GET], "prefill_ms": SLOW}},
     {"reply": {"reasoning": "Worth keeping.", "tool_calls": [SET], "prefill_ms": SLOW}},
@@ -40,25 +44,24 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         launch_dir=str(tmp / "launch"),
     )
     with live_server(StubBackend(script(*RULES)), settings=settings) as server:
-        server.workspace = str(tmp / "proj")  # type: ignore[attr-defined]
         yield server
 
 
 def _headers(live: LiveServer) -> dict[str, str]:
-    return {"X-TinyTitan-Workspace": live.workspace}  # type: ignore[attr-defined]
+    return {"X-TinyTitan-Workspace": WORKSPACE}
 
 
 def openai_chat(live: LiveServer) -> str:
     client = openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0, default_headers=_headers(live))
-    messages = [{"role": "user", "content": "remember the build"}]
-    stream = client.chat.completions.create(model=STUB_MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "remember the build"}]
+    stream = client.chat.completions.create(model=STUB_MODEL, messages=messages, stream=True)
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
 def openai_chat_helper(live: LiveServer) -> str:
     client = openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0, default_headers=_headers(live))
-    messages = [{"role": "user", "content": "remember the build"}]
-    with client.chat.completions.stream(model=STUB_MODEL, messages=messages) as stream:  # type: ignore[arg-type]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "remember the build"}]
+    with client.chat.completions.stream(model=STUB_MODEL, messages=messages) as stream:
         completion = stream.get_final_completion()
     assert not completion.choices[0].message.tool_calls
     return completion.choices[0].message.content or ""
@@ -74,8 +77,8 @@ def openai_responses(live: LiveServer) -> str:
 
 def anthropic_messages(live: LiveServer) -> str:
     client = anthropic.Anthropic(base_url=live.url, api_key="unused", max_retries=0, default_headers=_headers(live))
-    messages = [{"role": "user", "content": "remember the build"}]
-    with client.messages.stream(model=STUB_MODEL, max_tokens=512, messages=messages) as stream:  # type: ignore[arg-type]
+    messages: list[MessageParam] = [{"role": "user", "content": "remember the build"}]
+    with client.messages.stream(model=STUB_MODEL, max_tokens=512, messages=messages) as stream:
         message = stream.get_final_message()
     assert [block.type for block in message.content] == ["thinking", "text"] and message.stop_reason == "end_turn"
     return "".join(block.text for block in message.content if block.type == "text")

@@ -11,9 +11,9 @@ from tinytitan.chat.client import (
     ChatClient,
     ChatError,
     Completed,
+    ReasoningDelta,
     ServerDown,
     TextDelta,
-    ThoughtDelta,
     ToolCallItem,
     _sse_data,
 )
@@ -47,7 +47,7 @@ def test_sse_data_skips_comments_and_names() -> None:
 def test_stream_yields_thoughts_text_and_the_final_response(server: LiveServer) -> None:
     client = ChatClient(server.v1)  # a /v1 suffix is accepted
     events = list(client.stream(_body("hi")))
-    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "hmm"
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "hmm"
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello there"
     done = events[-1]
     assert isinstance(done, Completed) and done.usage["output_tokens"] > 0

@@ -254,7 +254,7 @@ def test_pipe_mode_with_memory_in_process_remembers_under_the_chat_directory(tmp
     from tinytitan.engine.memory.journal import read_journal
     from tinytitan.engine.memory.scope import workspace_id
 
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"when": {"last_tool": "memory_set"}, "reply": {"text": "I will remember that."}},
         {"reply": {"tool_calls": [{"name": "memory_set", "arguments": {"key": "user/pet", "value": "a cat"}}]}},
     ]

@@ -47,6 +47,8 @@ def serve_help() -> str:
         "--thinking",
         "--stub",
         "--log-level",
+        "--prompt-cache-dir",
+        "--prompt-cache-disk-mib",
         "TINYTITAN_PORT",
     ],
 )
@@ -71,7 +73,7 @@ def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     result = runner.invoke(app, ["serve", "--stub", str(bad)])
-    assert result.exit_code == 2 and "not valid JSON" in result.output
+    assert result.exit_code == 2 and "is not JSON" in result.output
 
 
 def _chat_when_up(port: int) -> str:

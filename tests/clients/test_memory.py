@@ -8,10 +8,13 @@ directory, run the scripted ``memory_set`` itself, and let the agent see only th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.memory.journal import read_journal
 from tinytitan.engine.memory.scope import workspace_id
+
+if TYPE_CHECKING:
+    from .conftest import Claude, Codex, Pi, StartStub
 
 ANSWER = "Noted: the tests run with make check."
 RULES: dict[str, Any] = {
@@ -44,7 +47,7 @@ def _memory_calls_reached_the_client(requests: list[dict[str, Any]]) -> bool:
     )
 
 
-def test_claude_code_memory_in_its_working_directory(stub, claude, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_claude_code_memory_in_its_working_directory(stub: StartStub, claude: Claude, tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     server = stub(RULES, "--memory", "--memory-dir", str(memory))
     run = claude.run(server, "remember how the tests run")
@@ -56,7 +59,7 @@ def test_claude_code_memory_in_its_working_directory(stub, claude, tmp_path: Pat
     assert str(claude.ws.work) in main[0]["system"] and "# Memory" in main[0]["system"]
 
 
-def test_codex_memory_in_its_working_directory(stub, codex, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_codex_memory_in_its_working_directory(stub: StartStub, codex: Codex, tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     server = stub(RULES, "--memory", "--memory-dir", str(memory))
     run = codex.run(server, "remember how the tests run")
@@ -66,7 +69,7 @@ def test_codex_memory_in_its_working_directory(stub, codex, tmp_path: Path) -> N
     assert not _memory_calls_reached_the_client(server.requests())
 
 
-def test_pi_memory_in_its_working_directory(stub, pi, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pi_memory_in_its_working_directory(stub: StartStub, pi: Pi, tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     server = stub(RULES, "--memory", "--memory-dir", str(memory))
     run = pi.run(server, "remember how the tests run")

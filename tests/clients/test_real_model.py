@@ -19,7 +19,7 @@ import pytest
 from .conftest import StubServer, _start, _stop
 
 if TYPE_CHECKING:
-    from .conftest import Pi
+    from .conftest import Claude, Codex, Pi
 
 
 @pytest.mark.timeout(700)
@@ -44,7 +44,7 @@ def small_window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServe
     _stop(proc)
 
 
-def test_codex_gets_the_context_error_in_its_envelope(small_window, codex) -> None:  # type: ignore[no-untyped-def]
+def test_codex_gets_the_context_error_in_its_envelope(small_window: StubServer, codex: Codex) -> None:
     """A client whose prompt is larger than the model's window gets the context error in its protocol's
     envelope (a Responses 400 ``context_length_exceeded``) and reports it; nothing is generated."""
     run = codex.run(small_window, "say hi")
@@ -57,7 +57,7 @@ def test_codex_gets_the_context_error_in_its_envelope(small_window, codex) -> No
     assert direct.status_code == 400 and (error["code"], error["param"]) == ("context_length_exceeded", "input")
 
 
-def test_claude_code_gets_the_context_error_in_its_envelope(small_window, claude) -> None:  # type: ignore[no-untyped-def]
+def test_claude_code_gets_the_context_error_in_its_envelope(small_window: StubServer, claude: Claude) -> None:
     """The same on Messages: a 400 ``invalid_request_error`` naming the window, which Claude Code shows."""
     run = claude.run(small_window, "say hi")
     (result,) = [e for e in run.json_lines() if e.get("type") == "result"]

@@ -40,7 +40,7 @@ def feed(parser: HarmonyParser, raw: str, piece: int = 3) -> list[Any]:
     return events + parser.finish()
 
 
-def joined(events: list[Any], kind: type) -> str:
+def joined(events: list[Any], kind: type[TextDelta] | type[ReasoningDelta]) -> str:
     return "".join(e.text for e in events if isinstance(e, kind))
 
 

@@ -79,3 +79,15 @@ def test_namespace_carried_on_calls() -> None:
     _, events = run(['<tool_call>{"name": "read", "arguments": {}}</tool_call>'], namespaces={"read": "fs"})
     (call,) = [e for e in events if isinstance(e, ToolCall)]
     assert call.namespace == "fs"
+
+
+def test_whitespace_framing_calls_is_not_text_but_the_answer_keeps_its_own() -> None:
+    call = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    for pieces in ([f"Let me look.\n\n{call}\n{call}\n"], list(f"Let me look.\n\n{call}\n{call}\n")):
+        _, events = run(pieces)
+        assert text_of(events, TextDelta) == "Let me look."
+        assert [e.name for e in events if isinstance(e, ToolCall)] == ["f", "f"]
+    _, events = run(list("one\n\ntwo \n"))  # no call follows: every character is the answer's
+    assert text_of(events, TextDelta) == "one\n\ntwo \n"
+    _, events = run(["a \n", "b", " STOP"], stop=("STOP",))
+    assert text_of(events, TextDelta) == "a \nb "

@@ -116,3 +116,24 @@ def test_untrimmable_state_is_reused_only_whole(prompt: list[int], reused: int) 
     cache, n = pc.fetch(prompt)
     assert n == reused
     assert (cache is None) == (reused == 0)
+
+
+def test_a_snapshot_made_on_one_thread_is_usable_on_another() -> None:
+    # MLX streams are thread-local: a snapshot still lazy on the thread that stored it (a batch
+    # runner that has since closed) could not be evaluated by the next runner thread
+    import threading
+
+    cache = PromptCache()
+    stored = threading.Thread(target=lambda: cache.store(list(range(6)), kv(list(range(6)))))
+    stored.start()
+    stored.join()
+    result: list[Any] = []
+
+    def use() -> None:
+        got, n = cache.fetch(list(range(8)))
+        result.append((n, contents(got)))
+
+    reader = threading.Thread(target=use)
+    reader.start()
+    reader.join()
+    assert result == [(6, list(range(6)))]

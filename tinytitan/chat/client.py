@@ -16,13 +16,15 @@ from typing import Any
 
 import httpx
 
+from tinytitan.engine.events import ReasoningDelta, TextDelta  # the server's own text pieces
+
 __all__ = [
     "ChatClient",
     "ChatError",
     "Completed",
+    "ReasoningDelta",
     "ServerDown",
     "TextDelta",
-    "ThoughtDelta",
     "ToolCallItem",
     "TurnEvent",
 ]
@@ -34,16 +36,6 @@ class ChatError(Exception):
 
 class ServerDown(ChatError):
     """The server could not be reached at all."""
-
-
-@dataclass(frozen=True, slots=True)
-class ThoughtDelta:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +68,7 @@ class Completed:
         return dict(self.response.get("usage") or {})
 
 
-TurnEvent = ThoughtDelta | TextDelta | ToolCallItem | Completed
+TurnEvent = ReasoningDelta | TextDelta | ToolCallItem | Completed
 
 
 def _error_line(response: httpx.Response) -> str:
@@ -215,7 +207,7 @@ def _event(data: str) -> TurnEvent | None:
     if kind == "response.output_text.delta":
         return TextDelta(str(event.get("delta", "")))
     if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-        return ThoughtDelta(str(event.get("delta", "")))
+        return ReasoningDelta(str(event.get("delta", "")))
     if kind == "response.output_item.done" and (event.get("item") or {}).get("type") == "function_call":
         return ToolCallItem(dict(event["item"]))
     if kind in ("response.completed", "response.incomplete"):

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinytitan.jsonfile import read_json
+
 __all__ = ["Session", "SessionFileError", "assistant_item", "user_item"]
 
 
@@ -64,12 +66,7 @@ class Session:
 
     def load(self, path: Path) -> str | None:
         """Replace the conversation with a saved one; returns the saved model id (if any)."""
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise SessionFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise SessionFileError(f"{path} is not JSON: {exc}") from None
+        doc = read_json(path, SessionFileError)
         items = doc.get("input") if isinstance(doc, dict) else doc
         if isinstance(items, str):
             items = [user_item(items)]

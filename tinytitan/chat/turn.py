@@ -20,9 +20,9 @@ from tinytitan.chat.client import (
     ChatClient,
     ChatError,
     Completed,
+    ReasoningDelta,
     ServerDown,
     TextDelta,
-    ThoughtDelta,
     ToolCallItem,
 )
 from tinytitan.chat.interrupts import sigint_held
@@ -81,7 +81,7 @@ class TurnRunner:
                         if isinstance(event, TextDelta):
                             shown.append(event.text)
                             view.text(event.text)
-                        elif isinstance(event, ThoughtDelta):
+                        elif isinstance(event, ReasoningDelta):
                             view.thought(event.text)
                         elif isinstance(event, ToolCallItem):
                             calls.append(event)

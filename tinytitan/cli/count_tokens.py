@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.options import ModelFlags, with_model_flags
+from tinytitan.jsonfile import read_json
 
 __all__ = ["count_tokens"]
 
@@ -48,13 +47,7 @@ def count_tokens(
         kind = parse_api(api) if api is not None else None
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    try:
-        text = sys.stdin.read() if request == "-" else Path(request).read_text(encoding="utf-8")
-        doc = json.loads(text)
-    except OSError as exc:
-        raise _fail(f"cannot read {request}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise _fail(f"{request} is not JSON: {exc}") from None
+    doc = read_json(request, _fail)
     try:
         engine = build_engine(settings)
     except (OSError, ValueError) as exc:

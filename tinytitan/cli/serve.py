@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -48,7 +49,13 @@ def serve(
         4,
         "--queue-limit",
         envvar="TINYTITAN_QUEUE_LIMIT",
-        help="Requests that may wait beyond the running one; more are refused (429/529).",
+        help="Requests that may wait beyond the running ones; more are refused (429/529).",
+    ),
+    max_concurrent: int = typer.Option(
+        4,
+        "--max-concurrent",
+        envvar="TINYTITAN_MAX_CONCURRENT",
+        help="Generations decoded together in one batch (a model; a --stub runs one at a time).",
     ),
     log_level: str = typer.Option(
         "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
@@ -61,6 +68,19 @@ def serve(
     ),
     prompt_cache_mib: int = typer.Option(
         2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB", help="Memory bound of the prompt cache (MiB)."
+    ),
+    prompt_cache_dir: str = typer.Option(
+        None,
+        "--prompt-cache-dir",
+        envvar="TINYTITAN_PROMPT_CACHE_DIR",
+        metavar="DIR",
+        help="Also keep prompt-cache KV snapshots on disk here, so long prefixes stay warm across restarts.",
+    ),
+    prompt_cache_disk_mib: int = typer.Option(
+        8192,
+        "--prompt-cache-disk-mib",
+        envvar="TINYTITAN_PROMPT_CACHE_DISK_MIB",
+        help="Size cap of --prompt-cache-dir (MiB); least recently used snapshots go first.",
     ),
     strip_cli_prompt: bool = typer.Option(
         False,
@@ -133,11 +153,14 @@ def serve(
             api_key=api_key,
             cors_origins=list(cors_origin),
             queue_limit=queue_limit,
+            max_concurrent=max_concurrent,
             log_level=log_level.lower(),
             prompt_cache_entries=prompt_cache_entries,
             strip_cli_prompt=strip_cli_prompt,
             strip_tags=tuple(t.strip() for t in strip_tags.split(",") if t.strip()),
             prompt_cache_mib=prompt_cache_mib,
+            prompt_cache_dir=prompt_cache_dir,
+            prompt_cache_disk_mib=prompt_cache_disk_mib,
             dtype=dtype,
             parallel=parallel.lower(),
             distributed_timeout=distributed_timeout,
@@ -178,10 +201,12 @@ serve.__doc__ = (
 def _engine_note(settings: Settings) -> str:
     if settings.stub:
         return "scripted"
-    from tinytitan.cpu_blas import openblas_active
+    from tinytitan.cpu_blas import blas_active
 
-    blas = "OpenBLAS preloaded" if openblas_active() else "bundled BLAS"
-    return f"mlx, dtype {settings.dtype}, {blas}"
+    active = blas_active()
+    blas = f"{active} preloaded" if active else "bundled BLAS"
+    disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
+    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
 
 
 def _memory_note(settings: Settings) -> str:
@@ -228,6 +253,9 @@ def run_server(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
+    if distributed is not None and settings.max_concurrent != 1:
+        # the group decodes in lockstep, one request at a time (lockstep batching is not built)
+        settings = dataclasses.replace(settings, max_concurrent=1)
     try:
         backend = build_backend(settings, distributed)
         if distributed is not None:

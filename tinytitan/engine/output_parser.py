@@ -18,11 +18,11 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 
-__all__ = ["Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
+__all__ = ["EventParser", "Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -52,6 +52,21 @@ class Markers:
 QWEN_MARKERS = Markers()
 
 
+class EventParser(Protocol):
+    """What generation asks of a parser: ``OutputParser``, or gpt-oss's ``HarmonyParser``."""
+
+    tool_calls: int
+    reasoning_tokens: int
+    completion_tokens: int
+
+    @property
+    def stopped(self) -> str | None: ...  # the stop string that ended the answer
+
+    def feed(self, piece: str, tokens: int = 1) -> list[Any]: ...
+
+    def finish(self) -> list[Any]: ...
+
+
 class OutputParser:
     """Feed raw pieces with their token counts; collect events; call ``finish`` at the end."""
 
@@ -74,6 +89,7 @@ class OutputParser:
         self.buffer = ""
         self.tool_buffer = ""
         self.seen_text = False
+        self.held = ""  # trailing whitespace of the visible text: shown only if more text follows
         self.reasoning_started = False
         self.stopped: str | None = None  # the stop string that ended the answer
         self.tool_calls = 0
@@ -105,9 +121,11 @@ class OutputParser:
                     events.append(
                         ReasoningDelta(self.buffer.rstrip() if self.reasoning_started else self.buffer.strip())
                     )
-            else:
-                events.extend(self._visible(self.buffer))
+            else:  # after calls, trailing whitespace only frames them
+                events.extend(self._visible(self.buffer, hold=self.tool_calls > 0))
             self.buffer = ""
+        elif self.held and self.state == "text" and not self.tool_calls:
+            events.extend(self._visible("", hold=False))
         return events
 
     # -- internals ------------------------------------------------------------------------------
@@ -156,7 +174,8 @@ class OutputParser:
             events.extend(self._visible(ready))
             return False
         idx, needle, kind = hit
-        events.extend(self._visible(self.buffer[:idx]))
+        events.extend(self._visible(self.buffer[:idx], hold=kind != "stop"))
+        self.held = ""  # the whitespace before a thought or a call frames it: not part of the answer
         self.buffer = self.buffer[idx + len(needle) :]
         if kind == "stop":
             self.stopped = needle
@@ -185,9 +204,13 @@ class OutputParser:
             events.append(ReasoningDelta(thought))
         return idx >= 0
 
-    def _visible(self, text: str) -> list[Any]:
+    def _visible(self, text: str, *, hold: bool = True) -> list[Any]:
+        text, self.held = self.held + text, ""
         if not self.seen_text:
             text = text.lstrip()  # whitespace between thoughts, calls and the answer is not an answer
+        if hold:
+            shown = text.rstrip()
+            text, self.held = shown, text[len(shown) :]
         if not text:
             return []
         self.seen_text = True

@@ -10,6 +10,12 @@ newer one can be trimmed to it).
 
 Copies are cheap: MLX arrays are values; a copy shares the snapshot's buffers until the new
 generation writes into them (then MLX copies, leaving the snapshot untouched).
+
+Snapshots are keyed by (model identity, token prefix): a snapshot is only ever offered to the model
+that computed it, so one cache can serve several models. With a disk tier (``DiskTier``,
+``--prompt-cache-dir``) every stored snapshot is also written to disk in the background, and a
+lookup that the disk covers further than memory loads the prefix from there — after a restart or an
+unload an agent's long prefix is still warm.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import copy
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tinytitan.engine.prompt_cache_disk import DiskTier
 
 __all__ = ["PromptCache", "common_prefix"]
 
@@ -46,6 +55,7 @@ def _is_prefix(a: Sequence[int], b: Sequence[int]) -> bool:
 
 @dataclass(slots=True)
 class _Entry:
+    model: str
     tokens: list[int]
     cache: list[Any]
     nbytes: int
@@ -79,10 +89,31 @@ def _clone(cache: list[Any]) -> list[Any]:
     return out
 
 
+def _materialize(cache: list[Any]) -> None:
+    """Evaluate every array the cache objects hold, here and now.
+
+    MLX streams are thread-local (mlx 0.32): an array still waiting on an operation recorded on one
+    thread's stream cannot be evaluated on another. A leaving row's cache is lazy (slices of the
+    batch's), and a snapshot may be fetched by a later runner thread (after an unload) or read by
+    the disk tier's writer, so it is evaluated on the thread that made it.
+    """
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    arrays: list[Any] = []
+    for c in cache:
+        flat = tree_flatten(vars(c))
+        assert isinstance(flat, list)  # the (path, leaf) list form, not the dict one
+        arrays += [a for _, a in flat if isinstance(a, mx.array)]
+    if arrays:
+        mx.eval(arrays)
+
+
 class PromptCache:
-    def __init__(self, max_entries: int = 4, max_bytes: int = 2048 * 2**20) -> None:
+    def __init__(self, max_entries: int = 4, max_bytes: int = 2048 * 2**20, disk: DiskTier | None = None) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.disk = disk
         self._entries: list[_Entry] = []  # least recently used first
         self._lock = threading.Lock()
 
@@ -93,17 +124,32 @@ class PromptCache:
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self._entries)
 
-    def snapshots(self) -> list[tuple[int, ...]]:
-        """The token sequences held, least recently used first (for inspection and tests)."""
+    def snapshots(self, model: str | None = None) -> list[tuple[int, ...]]:
+        """The token sequences held (of one model, or all), least recently used first (for tests)."""
         with self._lock:
-            return [tuple(e.tokens) for e in self._entries]
+            return [tuple(e.tokens) for e in self._entries if model is None or e.model == model]
 
-    def clear(self) -> None:
+    def clear(self, model: str | None = None) -> None:
+        """Drop the snapshots in memory (of one model, or all); the disk tier keeps its files."""
         with self._lock:
-            self._entries.clear()
+            self._entries = [e for e in self._entries if model is not None and e.model != model]
 
-    def fetch(self, tokens: Sequence[int]) -> tuple[list[Any] | None, int]:
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for the disk tier's pending writes; False on timeout."""
+        return True if self.disk is None else self.disk.flush(timeout)
+
+    def fetch(self, tokens: Sequence[int], model: str = "") -> tuple[list[Any] | None, int]:
         """A private, trimmed copy of the best snapshot for ``tokens`` and the reused length."""
+        cache, n = self._fetch_memory(tokens, model)
+        if self.disk is not None:
+            on_disk = self.disk.covered(model, tokens, len(tokens) - 1)
+            if on_disk > n:  # reading a prefix back costs far less than computing it again
+                loaded, m = self.disk.load(model, tokens, on_disk)
+                if loaded is not None and m > n:
+                    return loaded, m
+        return cache, n
+
+    def _fetch_memory(self, tokens: Sequence[int], model: str) -> tuple[list[Any] | None, int]:
         from mlx_lm.models.cache import trim_prompt_cache
 
         limit = len(tokens) - 1  # leave at least one token to prefill
@@ -111,6 +157,8 @@ class PromptCache:
             best: _Entry | None = None
             best_n = 0
             for entry in reversed(self._entries):  # most recent first: it wins ties
+                if entry.model != model:
+                    continue
                 n = min(common_prefix(entry.tokens, tokens), limit)
                 if n < len(entry.tokens) and not entry.trimmable:
                     continue
@@ -126,16 +174,21 @@ class PromptCache:
             trim_prompt_cache(cache, excess)
         return cache, best_n
 
-    def store(self, tokens: Sequence[int], cache: list[Any]) -> None:
-        """Keep ``cache`` (holding exactly ``tokens``) as the most recent snapshot."""
-        if self.max_entries <= 0 or not tokens:
+    def store(self, tokens: Sequence[int], cache: list[Any], model: str = "") -> None:
+        """Keep ``cache`` (holding exactly ``tokens``) as the most recent snapshot of ``model``."""
+        if not tokens:
             return
-        entry = _Entry(list(tokens), cache, _nbytes(cache), _trimmable(cache))
+        _materialize(cache)
+        if self.disk is not None:
+            self.disk.save(model, tokens, cache)
+        if self.max_entries <= 0:
+            return
+        entry = _Entry(model, list(tokens), cache, _nbytes(cache), _trimmable(cache))
         if entry.nbytes > self.max_bytes:
             return
         with self._lock:
             if entry.trimmable:  # a snapshot that is a prefix of this one is redundant now
-                self._entries = [e for e in self._entries if not _is_prefix(e.tokens, entry.tokens)]
+                self._entries = [e for e in self._entries if e.model != model or not _is_prefix(e.tokens, entry.tokens)]
             self._entries.append(entry)
             while self._entries and (
                 len(self._entries) > self.max_entries or sum(e.nbytes for e in self._entries) > self.max_bytes

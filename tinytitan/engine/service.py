@@ -58,16 +58,19 @@ class Engine:
         queue_limit: int = 4,
         default_reasoning: str | None = None,
         strip: StripRules | None = None,
+        max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
     ) -> None:
         self.backend = backend
-        self.queue = AdmissionQueue(limit=queue_limit)
+        # generations running at once (the mlx backend decodes them in one batch); the rest queue
+        self.max_concurrent = max(1, max_concurrent or getattr(backend, "max_concurrent", 1))
+        self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
         self._threads: list[threading.Thread] = []
         self._executor = ThreadPoolExecutor(
-            max_workers=1,
+            max_workers=self.max_concurrent,
             thread_name_prefix="tinytitan-gen",
             initializer=lambda: self._threads.append(threading.current_thread()),
         )
@@ -165,6 +168,7 @@ class Engine:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self.backend.close()
         if self.memory is not None:
             self.memory.close()  # releases every workspace's journal lock
 

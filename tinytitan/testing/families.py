@@ -282,7 +282,13 @@ def _ids_of(name: str) -> dict[str, int]:
 
     family = FAMILIES[name]
     tok = Tokenizer.from_file(str(_tokenizer_json(family)))
-    return {content: tok.token_to_id(content) for content in family.specials}
+    ids: dict[str, int] = {}
+    for content in family.specials:
+        token_id = tok.token_to_id(content)
+        if token_id is None:  # the build adds every special token, or fails
+            raise RuntimeError(f"{content!r} is missing from the built {name} tokenizer")
+        ids[content] = token_id
+    return ids
 
 
 def _tokenizer_config(family: Family) -> dict[str, Any]:

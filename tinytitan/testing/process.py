@@ -1,4 +1,4 @@
-"""``tinytitan serve --stub`` in a child process (for fuzzing, load and disconnect checks).
+"""``tinytitan serve`` in a child process (fuzzing, load and disconnect checks, restarts).
 
 Unlike ``live_server`` (a thread in the test process) this is the real CLI entry point, so a crash
 shows as a dead process and its memory can be measured on its own.
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "free_port", "serve_stub_process"]
+__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,44 +63,47 @@ def serve_stub_process(
     stub_script: dict[str, Any], *args: str, startup_timeout: float = 30.0, log_level: str = "warning"
 ) -> Iterator[ServerProcess]:
     """Run ``python -m tinytitan serve --stub SCRIPT --port P ARGS…`` and wait for ``/health``."""
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "script.json"
         path.write_text(json.dumps(stub_script))
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "tinytitan",
-            "serve",
-            "--stub",
-            str(path),
-            "--port",
-            str(port),
-            "--log-level",
-            log_level,
-            *args,
-        ]
-        process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL)
-        server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
-        try:
-            deadline = time.monotonic() + startup_timeout
-            while True:
-                if not server.alive:
-                    raise RuntimeError(f"the server exited with {process.returncode} while starting")
-                try:
-                    if httpx.get(server.url + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start in time")
-                time.sleep(0.05)
+        with serve_process("--stub", str(path), *args, startup_timeout=startup_timeout, log_level=log_level) as server:
             yield server
-        finally:
-            process.terminate()
+
+
+@contextmanager
+def serve_process(
+    *args: str, startup_timeout: float = 60.0, log_level: str = "warning", stderr: Path | None = None
+) -> Iterator[ServerProcess]:
+    """Run ``python -m tinytitan serve --port P ARGS…``, wait for ``/health``; SIGTERM on exit.
+
+    ``stderr``: a file that receives the server's log (else it goes to the test's stderr).
+    """
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    cmd = [sys.executable, "-m", "tinytitan", "serve", "--port", str(port), "--log-level", log_level, *args]
+    err = open(stderr, "ab") if stderr is not None else None  # noqa: SIM115 - closed below
+    process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL, stderr=err)
+    server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if not server.alive:
+                raise RuntimeError(f"the server exited with {process.returncode} while starting")
             try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+                if httpx.get(server.url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not start in time")
+            time.sleep(0.05)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if err is not None:
+            err.close()

@@ -9,7 +9,7 @@ written as a grammar — a forced call from the (random-weight) model always par
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -72,18 +72,18 @@ def backends() -> Iterator[dict[str, MlxBackend]]:
             made[name] = MlxBackend(str(family_dir(name)))
         return made[name]
 
-    yield _Lazy(get)  # type: ignore[misc]
+    yield _Lazy(get)
     for backend in made.values():
         backend.unload()
 
 
-class _Lazy(dict):  # type: ignore[type-arg]
-    def __init__(self, get: Any) -> None:
+class _Lazy(dict[str, MlxBackend]):
+    def __init__(self, get: Callable[[str], MlxBackend]) -> None:
         super().__init__()
         self.get_backend = get
 
     def __missing__(self, name: str) -> MlxBackend:
-        return self.get_backend(name)  # type: ignore[no-any-return]
+        return self.get_backend(name)
 
 
 def validated(backend: MlxBackend, body: dict[str, Any]) -> ValidatedRequest:
@@ -242,7 +242,7 @@ def test_a_schema_the_call_syntax_cannot_promise_is_refused_by_tool(backends: di
     assert err.value.code == "unsupported_value" and err.value.param == "tools[0].function.parameters"
 
 
-STRUCTURED = {
+STRUCTURED: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {
         "name": "weather",
@@ -269,7 +269,7 @@ def test_structured_output_from_the_random_model_is_the_document(backends: dict[
         }
         events = run(_collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
         text = "".join(e.text for e in events if isinstance(e, TextDelta))
-        jsonschema.validate(json.loads(text), STRUCTURED["json_schema"]["schema"])  # type: ignore[index]
+        jsonschema.validate(json.loads(text), STRUCTURED["json_schema"]["schema"])
         assert not [e for e in events if isinstance(e, ReasoningDelta)]
     finally:
         engine.shutdown()

@@ -227,11 +227,14 @@ def sequence(sampler: Sampler, steps: list[Any]) -> list[int]:
 
 def test_the_same_seed_gives_the_same_tokens_and_other_requests_do_not_matter() -> None:
     steps = [mx.array(logprobs(zipf_logits(VOCAB, seed=s, exponent=0.5))[None]) for s in range(12)]
-    case = {"temperature": 1.0, "top_k": 20, "top_p": 0.95}
-    alone = sequence(Sampler(seed=21, **case), steps)
-    assert sequence(Sampler(seed=21, **case), steps) == alone
-    assert sequence(Sampler(seed=22, **case), steps) != alone
-    a, b = Sampler(seed=21, **case), Sampler(seed=99, **case)
+
+    def seeded(seed: int) -> Sampler:
+        return Sampler(1.0, top_k=20, top_p=0.95, seed=seed)
+
+    alone = sequence(seeded(21), steps)
+    assert sequence(seeded(21), steps) == alone
+    assert sequence(seeded(22), steps) != alone
+    a, b = seeded(21), seeded(99)
     interleaved = []
     for x in steps:  # another request drawing between ours, and the global random state moving
         b(x)

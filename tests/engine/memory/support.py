@@ -7,13 +7,15 @@ from typing import Any
 
 from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.backends.stub import StubBackend
-from tinytitan.engine.request import ChatRequest, Message, Tool
+from tinytitan.engine.memory.store import MemoryStore
+from tinytitan.engine.request import ChatRequest, Message, Tool, ValidatedRequest
 from tinytitan.engine.service import Completion, Engine
+from tinytitan.engine.validate import validate
 from tinytitan.settings import Settings
 from tinytitan.testing.loop import run
 from tinytitan.testing.scripts import STUB_MODEL, script
 
-__all__ = ["WORKSPACE", "complete", "memory_engine", "request"]
+__all__ = ["WORKSPACE", "complete", "memory_engine", "request", "store_of", "stub_of"]
 
 WORKSPACE = "/work/proj-a"
 
@@ -41,3 +43,18 @@ def request(
 
 def complete(engine: Engine, chat: ChatRequest) -> Completion:
     return run(engine.complete(chat))
+
+
+def stub_of(engine: Engine) -> StubBackend:
+    """The engine's backend: the stub ``memory_engine`` built it over (what it recorded, its script)."""
+    assert isinstance(engine.backend, StubBackend)
+    return engine.backend
+
+
+def store_of(engine: Engine, chat: ChatRequest | ValidatedRequest) -> MemoryStore:
+    """The memory store of the workspace ``chat`` belongs to."""
+    assert engine.memory is not None
+    validated = chat if isinstance(chat, ValidatedRequest) else validate(chat, engine.info)
+    scope = engine.memory.scope_of(validated)
+    assert scope is not None
+    return engine.memory.bank.store(scope)

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tinytitan.engine.backends.stub import stub_tokens
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES
 from tinytitan.engine.request import FormatRequest, Tool, ToolChoice
+from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings, SettingsError
 from tinytitan.testing.loop import run
 
-from .support import complete, memory_engine, request
+from .support import complete, memory_engine, request, stub_of
 
 WRITE = Tool("Write", "write a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-TEXT = {"reply": {"text": "ok"}}
+TEXT: dict[str, Any] = {"reply": {"text": "ok"}}
 
 
-def _last(engine):  # type: ignore[no-untyped-def]
-    return engine.backend.recorded[-1]
+def _last(engine: Engine) -> dict[str, Any]:
+    return stub_of(engine).recorded[-1]
 
 
 def test_the_fragment_follows_the_client_system_text_and_the_tools_follow_the_client_tools(tmp_path: Path) -> None:
@@ -46,7 +48,7 @@ def test_a_client_tool_of_the_same_name_wins_and_its_call_goes_to_the_client(tmp
     tools = _last(engine)["tools"]
     assert [t["name"] for t in tools].count("memory_get") == 1 and tools[0]["name"] == "memory_get"
     assert [c.name for c in result.tool_calls] == ["memory_get"] and result.finished.reason == "tool_calls"
-    assert len(engine.backend.recorded) == 1
+    assert len(stub_of(engine).recorded) == 1
 
 
 @pytest.mark.parametrize(
@@ -74,8 +76,8 @@ def test_no_memory_tools_when_the_client_forbids_or_forces_calls_or_wants_a_sche
     assert _last(engine)["tools"] == [] and "# Memory" in _last(engine)["system"]
     complete(engine, request(output_format=FormatRequest("json_object", "response_format", "response_format.schema")))
     assert _last(engine)["tools"] == []
-    engine.backend.script["forced_tool_calls"] = True
-    engine.backend.script["rules"] = [{"reply": {"tool_calls": [{"name": "Write", "arguments": {"path": "/a"}}]}}]
+    stub_of(engine).script["forced_tool_calls"] = True
+    stub_of(engine).script["rules"] = [{"reply": {"tool_calls": [{"name": "Write", "arguments": {"path": "/a"}}]}}]
     result = complete(engine, request(tools=(WRITE,), tool_choice=ToolChoice("required")))
     assert [t["name"] for t in _last(engine)["tools"]] == ["Write"] and result.tool_calls[0].name == "Write"
 
@@ -108,12 +110,12 @@ def test_count_tokens_excludes_the_fragment_and_the_memory_tools(tmp_path: Path)
     chat = request(system="be brief", tools=(WRITE,))
     assert run(with_memory.count_tokens(chat)) == run(without.count_tokens(chat))
     complete(with_memory, chat)
-    assert len(stub_tokens(with_memory.backend.recorded[-1]["prompt"])) > run(with_memory.count_tokens(chat)) + 200
+    assert len(stub_tokens(stub_of(with_memory).recorded[-1]["prompt"])) > run(with_memory.count_tokens(chat)) + 200
 
 
 def test_a_prompt_that_fits_only_without_memory_is_served_without_it(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT, max_context=None)
-    engine.backend.context_override = 420  # the client's prompt fits; with the fragment it would not
+    stub_of(engine).context_override = 420  # the client's prompt fits; with the fragment it would not
     result = complete(engine, request("word " * 300))
     assert result.text == "ok" and _last(engine)["system"] is None
 

@@ -48,9 +48,8 @@ def test_500_records_never_exceed_the_bootstrap_limits(tmp_path: Path) -> None:
     assert f"of {len(store)}" in text
     # ranked by importance: every shown record is at least as important as any hidden one
     shown = {line.split(" [", 1)[0][2:] for line in lines}
-    assert min(store.get(k).importance for k in shown) >= max(  # type: ignore[union-attr]
-        r.importance for r in store.records() if r.key not in shown
-    )
+    importance = {r.key: r.importance for r in store.records()}
+    assert min(importance[k] for k in shown) >= max(i for k, i in importance.items() if k not in shown)
 
 
 def test_big_values_hit_the_byte_limit_before_the_record_limit(tmp_path: Path) -> None:

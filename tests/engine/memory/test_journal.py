@@ -34,7 +34,9 @@ def test_owner_only_permissions(tmp_path: Path) -> None:
     assert stat.S_IMODE(where.stat().st_mode) == 0o700
     for name in (JOURNAL, "lock"):
         assert stat.S_IMODE((where / name).stat().st_mode) == 0o600
-    bank.store(SCOPE)._journal.checkpoint(bank.store(SCOPE).records())  # type: ignore[union-attr]
+    journal = bank.store(SCOPE)._journal
+    assert journal is not None
+    journal.checkpoint(bank.store(SCOPE).records())
     assert stat.S_IMODE((where / CHECKPOINT).stat().st_mode) == 0o600
 
 
@@ -105,7 +107,12 @@ def test_a_journal_older_than_its_checkpoint_is_ignored(tmp_path: Path) -> None:
 def test_fsync_on_syncs_every_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     bank = MemoryBank(tmp_path, fsync=True)
     store = bank.store(SCOPE)
     before = len(synced)

@@ -22,6 +22,8 @@ from tinytitan.engine.service import Engine, Job
 from tinytitan.settings import Settings
 from tinytitan.testing.loop import run
 
+from .support import store_of
+
 
 @pytest.fixture()
 def engine(tiny_dir: Path, tmp_path: Path) -> Iterator[Engine]:
@@ -67,5 +69,5 @@ def test_a_memory_round_renders_through_the_real_template_and_reuses_the_prefix(
     assert usage.prompt_tokens == first.prompt.n_tokens + second.prompt.n_tokens
     assert usage.completion_tokens <= 10
     assert second.cached_tokens > 0  # the second round reuses the first round's KV prefix
-    store = engine.memory.bank.store(engine.memory.scope_of(second.request))  # type: ignore[union-attr, arg-type]
+    store = store_of(engine, second.request)
     assert store.get("project/lang") is not None

@@ -82,9 +82,9 @@ def test_importance_and_tags() -> None:
             check_importance(bad)
     assert check_tags(["ci", "ci", "build"]) == ("ci", "build")
     assert check_tags("one") == ("one",)
-    for bad in ([""], ["a b"], [1], ["x"] * 17, {"a": 1}):
+    for bad_tags in ([""], ["a b"], [1], ["x"] * 17, {"a": 1}):
         with pytest.raises(MemoryToolError):
-            check_tags(bad)
+            check_tags(bad_tags)
 
 
 def test_summary_is_the_first_line_shortened() -> None:

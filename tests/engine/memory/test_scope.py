@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from tinytitan.engine.memory.scope import declared_cwd, resolve_scope, workspace_id
+from tinytitan.engine.memory.scope import Scope, declared_cwd, resolve_scope, workspace_id
 
 HOME = "/home/ada"
 
 
-def _scope(**kwargs: object):  # type: ignore[no-untyped-def]
-    args = {
-        "header": None,
-        "system": None,
-        "first_user": None,
-        "launch_dir": "/srv/launch",
-        "user": "ada",
-        "home": HOME,
-    }
-    args.update(kwargs)
-    return resolve_scope(**args)  # type: ignore[arg-type]
+def _scope(
+    *,
+    header: str | None = None,
+    system: str | None = None,
+    first_user: str | None = None,
+    launch_dir: str = "/srv/launch",
+) -> Scope | None:
+    return resolve_scope(
+        header=header, system=system, first_user=first_user, launch_dir=launch_dir, user="ada", home=HOME
+    )
 
 
 def test_the_header_wins_over_the_prompt_and_the_launch_directory() -> None:

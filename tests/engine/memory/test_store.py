@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tinytitan.engine.memory.journal import read_journal
 from tinytitan.engine.memory.scope import Scope
-from tinytitan.engine.memory.store import MemoryBank, Retention
+from tinytitan.engine.memory.store import MemoryBank, MemoryStore, Retention
 from tinytitan.engine.memory.tools import run_tool
 
 SCOPE = Scope("tinytitan", "ada", "/work/app", "header")
@@ -17,7 +18,7 @@ def _set(bank: MemoryBank, key: str, value: str = "v", importance: int = 3) -> N
     bank.store(SCOPE).set(key, value, importance=importance, tags=(), session="s")
 
 
-def _ok(store, name: str, **args: object) -> dict:  # type: ignore[no-untyped-def]
+def _ok(store: MemoryStore, name: str, **args: object) -> dict[str, Any]:
     text = run_tool(store, name, json.dumps(args), session="conv_1")
     assert not text.startswith("Error:"), text
     return json.loads(text)

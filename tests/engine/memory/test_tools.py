@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tinytitan.engine.memory.records import MAX_VALUE_BYTES
+from tinytitan.engine.memory.records import MAX_VALUE_BYTES, Record
 from tinytitan.engine.memory.scope import Scope
 from tinytitan.engine.memory.store import MemoryBank, MemoryStore
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES, memory_tools, run_tool
@@ -20,10 +21,16 @@ def store(tmp_path: Path) -> MemoryStore:
     return MemoryBank(tmp_path).store(SCOPE)
 
 
-def _ok(store: MemoryStore, name: str, **args: object) -> dict:
+def _ok(store: MemoryStore, name: str, **args: object) -> dict[str, Any]:
     text = run_tool(store, name, json.dumps(args), session="conv_1")
     assert not text.startswith("Error:"), text
     return json.loads(text)
+
+
+def _get(store: MemoryStore, key: str) -> Record:
+    record = store.get(key)
+    assert record is not None, key
+    return record
 
 
 def _error(store: MemoryStore, name: str, arguments: str) -> str:
@@ -47,7 +54,7 @@ def test_set_get_list_search_append_delete(store: MemoryStore) -> None:
     _ok(store, "memory_set", key="user/editor", value="prefers vim")
     got = _ok(store, "memory_get", key="project/build")
     assert (got["value"], got["importance"], got["tags"]) == ("make -j4\nthen make test", 4, ["ci"])
-    assert store.get("project/build").session == "conv_1"  # type: ignore[union-attr]
+    assert _get(store, "project/build").session == "conv_1"
     listed = _ok(store, "memory_list", prefix="project/")
     assert listed["total"] == 1 and listed["keys"][0]["summary"] == "make -j4 …"
     assert _ok(store, "memory_list")["total"] == 2
@@ -56,8 +63,8 @@ def test_set_get_list_search_append_delete(store: MemoryStore) -> None:
     assert _ok(store, "memory_search", tags=["ci"])["total"] == 1
     assert _ok(store, "memory_search", min_importance=4)["total"] == 1
     _ok(store, "memory_append", key="project/build", line="CI uses make ci")
-    assert store.get("project/build").value.endswith("\nCI uses make ci")  # type: ignore[union-attr]
-    assert store.get("project/build").importance == 4  # type: ignore[union-attr]
+    assert _get(store, "project/build").value.endswith("\nCI uses make ci")
+    assert _get(store, "project/build").importance == 4
     _ok(store, "memory_append", key="notes/new", line="first line")
     assert _ok(store, "memory_delete", key="user/editor") == {"deleted": "user/editor"}
     assert store.get("user/editor") is None
@@ -92,7 +99,7 @@ def test_bad_calls_are_error_results_never_exceptions(store: MemoryStore, name: 
 def test_an_append_that_would_overflow_the_value_is_refused(store: MemoryStore) -> None:
     _ok(store, "memory_set", key="log", value="x" * (MAX_VALUE_BYTES - 10))
     assert "bytes" in _error(store, "memory_append", json.dumps({"key": "log", "line": "y" * 20}))
-    assert len(store.get("log").value) == MAX_VALUE_BYTES - 10  # type: ignore[union-attr]
+    assert len(_get(store, "log").value) == MAX_VALUE_BYTES - 10
 
 
 def test_a_store_without_persistence_says_so_in_write_results(tmp_path: Path) -> None:

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.errors import Unsupported
-from tinytitan.engine.output_parser import QWEN_MARKERS, Markers, OutputParser, ToolParser, json_tool_parser
+from tinytitan.engine.output_parser import (
+    QWEN_MARKERS,
+    EventParser,
+    Markers,
+    OutputParser,
+    ToolParser,
+    json_tool_parser,
+)
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["Backend", "Generation", "Piece", "Prompt"]
@@ -84,9 +91,12 @@ class Backend(ABC):
         """Release the weights; True when something was resident."""
         return False
 
-    def output_parser(self, **options: Any) -> OutputParser:
+    def output_parser(self, **options: Any) -> EventParser:
         """The parser this model's raw output goes through (``OutputParser`` options: stop, tools, ...)."""
         return OutputParser(markers=self.markers, tool_parser=self.tool_parser, **options)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Finish background work (e.g. prompt-cache writes) before the process exits."""
 
     def count_text(self, text: str) -> int:
         """Tokens ``text`` takes in this model's own tokenizer (no template applied).

@@ -39,6 +39,9 @@ def build_backend(settings: Settings, distributed: Distributed | None = None) ->
             prompt_cache_entries=settings.prompt_cache_entries,
             prompt_cache_mib=settings.prompt_cache_mib,
             dtype=settings.dtype,
+            prompt_cache_dir=settings.prompt_cache_dir,
+            prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
+            max_concurrent=settings.max_concurrent,
             distributed=distributed,
         )
     except ModelUnavailable as exc:

@@ -19,6 +19,7 @@ from typing import Any
 from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
+from tinytitan.jsonfile import read_json
 
 __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
 
@@ -48,16 +49,7 @@ def stub_tokens(text: str) -> list[str]:
 
 
 def load_script(source: str | Path | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(source, dict):
-        script = source
-    else:
-        path = Path(source)
-        try:
-            script = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ScriptError(f"cannot read stub script {path}: {exc.strerror}") from exc
-        except ValueError as exc:
-            raise ScriptError(f"stub script {path} is not valid JSON: {exc}") from exc
+    script = source if isinstance(source, dict) else read_json(source, ScriptError, "stub script ")
     if not isinstance(script, dict) or not isinstance(script.get("rules", []), list):
         raise ScriptError("a stub script is an object with a 'rules' list")
     for i, rule in enumerate(script.get("rules", [])):

@@ -22,13 +22,16 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.distributed.channel import Channel, GroupLost
 from tinytitan.engine.distributed.group import PARALLELISMS, DistributedError, Group, detect
 from tinytitan.engine.distributed.liveness import EXIT_GROUP_LOST, Watchdog, exit_now
 from tinytitan.engine.distributed.lockstep import CacheOps
 from tinytitan.engine.request import Sampling
+
+if TYPE_CHECKING:
+    from tinytitan.engine.distributed.leader import LockstepRunner
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -58,7 +61,7 @@ class Distributed:
         self.requested = parallel
         self.parallel: str | None = None  # decided at load
         self.timeout = timeout
-        self.runner: Any = None
+        self.runner: LockstepRunner | None = None
         self.lost: GroupLost | None = None
         self._exit: Callable[[int], None] = exit_now
         self._lost_lock = threading.Lock()
@@ -68,6 +71,11 @@ class Distributed:
     @property
     def rank(self) -> int:
         return self.group.rank
+
+    @property
+    def shard_name(self) -> str:
+        """This rank's part of the model, for prompt-cache keys: e.g. ``tensor 0/2``."""
+        return f"{self.parallel or self.requested} {self.rank}/{self.group.size}"
 
     def describe(self) -> str:
         """The banner's line: ranks, backend, parallelism."""
@@ -95,8 +103,9 @@ class Distributed:
 
     def shutdown(self) -> None:
         """Rank 0 is stopping: tell the followers (they exit 0)."""
-        if self.runner is not None and self.lost is None:
-            self.runner.close()
+        runner, self.runner = self.runner, None
+        if runner is not None and self.lost is None:
+            runner.close()
         self.watchdog.close()
 
     # -- rank 0 -----------------------------------------------------------------------------------
@@ -109,7 +118,7 @@ class Distributed:
         make_sampler: Callable[[Sampling], Any],
         make_processors: Callable[[Sampling, Sequence[int], int], list[Any]],
         prefill_step: int,
-    ) -> Any:
+    ) -> LockstepRunner:
         from tinytitan.engine.distributed.leader import LockstepRunner
 
         self.runner = LockstepRunner(

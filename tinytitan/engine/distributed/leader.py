@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tinytitan.engine.backends.mlx.batch import END, Row
 from tinytitan.engine.distributed.channel import Channel, GroupLost, Kind
 from tinytitan.engine.distributed.lockstep import CacheOps, Session, chunks
-from tinytitan.engine.distributed.rows import END, Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.request import Sampling
 

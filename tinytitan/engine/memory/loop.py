@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 
 from tinytitan.engine.backends.base import Generation, Prompt
@@ -41,7 +41,7 @@ class MemoryJob(Job):
         self.plan = plan
         self.rounds_run = 0  # memory rounds the server ran (for tests and logs)
 
-    async def _rounds(self) -> AsyncIterator[Event]:
+    async def _rounds(self) -> AsyncGenerator[Event, None]:
         plan, gen = self.plan, self.generation
         total = Usage()
         spoke = False  # the client has seen text from an earlier round

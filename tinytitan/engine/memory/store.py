@@ -12,6 +12,7 @@ records go first, the least recently updated among equals — never the one just
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -72,6 +73,7 @@ class MemoryStore:
         with self._lock:
             return [replace(r) for r in self._records.values()]
 
+    # this method shadows the builtin in the class body: the annotations after it say builtins.list
     def list(self, prefix: str = "", limit: int = 50) -> tuple[list[Record], int]:
         """Records whose key starts with ``prefix``, by key; and how many matched in all."""
         with self._lock:
@@ -86,7 +88,7 @@ class MemoryStore:
         tags: tuple[str, ...] = (),
         min_importance: int = 1,
         limit: int = 10,
-    ) -> tuple[list[Record], int]:
+    ) -> tuple[builtins.list[Record], int]:
         """Records containing every word of ``query`` (key, value or tags; any case), best first."""
         words = [w for w in query.lower().split() if w]
         scored: list[tuple[int, Record]] = []
@@ -103,7 +105,7 @@ class MemoryStore:
         scored.sort(key=lambda s: (-s[0], -s[1].importance, -s[1].updated))
         return [replace(r) for _, r in scored[:limit]], len(scored)
 
-    def ranked(self) -> list[Record]:
+    def ranked(self) -> builtins.list[Record]:
         """Most important first; among equals the older fact first (it has stood longer)."""
         with self._lock:
             return sorted((replace(r) for r in self._records.values()), key=lambda r: (-r.importance, r.created, r.key))
@@ -111,7 +113,7 @@ class MemoryStore:
     # -- writes -----------------------------------------------------------------------------------
     def set(
         self, key: str, value: str, *, importance: int, tags: tuple[str, ...], session: str | None
-    ) -> tuple[Record, list[str]]:
+    ) -> tuple[Record, builtins.list[str]]:
         """Write ``key`` (a rewrite keeps its created time); returns the record and any keys evicted."""
         with self._lock:
             now = time.time()
@@ -149,7 +151,7 @@ class MemoryStore:
             log.error("memory journal %s: write failed: %s", self._journal.path, exc)
             raise MemoryToolError(f"memory could not be saved: {exc.strerror or exc}") from None
 
-    def _enforce_retention(self, *, keep: str) -> list[str]:
+    def _enforce_retention(self, *, keep: str) -> builtins.list[str]:
         limit = self.retention
         if len(self._records) <= limit.max_records and self._bytes <= limit.max_bytes:
             return []

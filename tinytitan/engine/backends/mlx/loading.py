@@ -9,13 +9,15 @@ keeps the checkpoint as it is on a GPU. ``float32`` / ``bfloat16`` / ``float16``
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
 
-__all__ = ["DTYPES", "compute_dtype", "load_tokenizer", "load_weights"]
+__all__ = ["DTYPES", "compute_dtype", "load_tokenizer", "load_weights", "model_identity"]
 
 log = logging.getLogger("tinytitan.mlx")
 
@@ -61,3 +63,28 @@ def load_weights(path: Path, dtype_setting: str) -> tuple[Any, dict[str, Any]]:
     mx.eval(model.parameters())
     model.eval()
     return model, config
+
+
+def model_identity(path: Path, dtype_setting: str, shard: str | None = None) -> str:
+    """A digest of what decides a KV cache's contents: config, weight files, compute dtype, MLX.
+
+    Prompt-cache snapshots are keyed by it (in memory and on disk), so a snapshot is never offered
+    to another model, another checkpoint of it, another compute dtype or another MLX build. Weight
+    files count by name, size and modification time (hashing gigabytes at startup would cost more
+    than it protects). ``shard`` names one rank's part of a distributed model (its KV is that rank's
+    share only).
+    """
+    import mlx.core as mx
+    import mlx_lm
+
+    weights = sorted(p for p in path.iterdir() if p.suffix == ".safetensors" or p.name.endswith(".index.json"))
+    facts = {
+        "config": (path / "config.json").read_text(encoding="utf-8"),
+        "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weights],
+        "dtype": compute_dtype(dtype_setting) or "native",
+        "mlx": getattr(mx, "__version__", "unknown"),
+        "mlx_lm": mlx_lm.__version__,
+    }
+    if shard is not None:
+        facts["shard"] = shard
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]

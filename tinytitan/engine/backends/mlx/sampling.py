@@ -190,6 +190,7 @@ def _draw(x: Any, k: int, cut: _Cut, key: Any, *, rest: str | None = None) -> tu
             tail_out = fails if tail_out is None else mx.logical_or(tail_out, fails)
     exact = None
     if rest is not None:
+        assert tail_out is not None  # rest comes only with top-p or min-p, and each sets tail_out
         exact = tail_out if same_cut is None else mx.logical_and(same_cut, tail_out)
     if keep is not None:
         w = mx.where(keep, w, 0.0)
