@@ -96,6 +96,7 @@ def test_banner_names_ranks_backend_and_parallelism(servers: tuple[str, Launched
     _single, group = servers
     assert "rank 0 of 2 over ring, tensor parallel" in group.log
     assert "rank 1 of 2 over ring, tensor parallel" in group.log
+    assert "up to 1 at once" in group.log  # the group decodes one request at a time
 
 
 def test_prompt_cache_and_stop_strings_as_on_one_process(servers: tuple[str, Launched], tiny_dir: Path) -> None:
