@@ -61,6 +61,9 @@ def load_sharded(path: Path, dtype_setting: str, group: Group, parallel: str) ->
             model.model.pipeline(group.handle)
     except (ValueError, AssertionError) as exc:  # e.g. heads not divisible by the group size
         raise DistributedError(f"cannot split this model {parallel}-parallel over {group.size} ranks: {exc}") from exc
+    # every array, the private ones too (Gemma 4's rope ``_freqs``): MLX streams are thread-local and
+    # the lockstep runner's thread cannot evaluate what is still pending on this thread's stream
+    mx.eval([v for _, m in model.named_modules() for v in m.values() if isinstance(v, mx.array)])
     mx.eval(model.parameters())
     model.eval()
     mx.eval(mx.distributed.all_sum(mx.array(1.0), group=group.handle, stream=mx.cpu))  # every rank loaded
