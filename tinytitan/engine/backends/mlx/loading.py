@@ -115,13 +115,14 @@ def _private_arrays(model: Any) -> list[Any]:
     return [v for v in held if isinstance(v, mx.array)]
 
 
-def model_identity(path: Path, dtype_setting: str, device: str | None = None) -> str:
+def model_identity(path: Path, dtype_setting: str, device: str | None = None, shard: str | None = None) -> str:
     """A digest of what decides a KV cache's contents: config, weight files, compute dtype, MLX.
 
     Prompt-cache snapshots are keyed by it (in memory and on disk), so a snapshot is never offered
     to another model, another checkpoint of it, another compute dtype or another MLX build. Weight
     files count by name, size and modification time (hashing gigabytes at startup would cost more
-    than it protects).
+    than it protects). ``shard`` names one rank's part of a distributed model (its KV is that rank's
+    share only).
     """
     import mlx.core as mx
     import mlx_lm
@@ -135,4 +136,6 @@ def model_identity(path: Path, dtype_setting: str, device: str | None = None) ->
         "mlx": getattr(mx, "__version__", "unknown"),
         "mlx_lm": mlx_lm.__version__,
     }
+    if shard is not None:
+        facts["shard"] = shard
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
