@@ -1,3 +1,3 @@
 """TinyTitan: a local LLM server speaking OpenAI Chat Completions, Responses and Anthropic Messages."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -3,16 +3,16 @@
     python tools/manual.py          # write man/tinytitan.1 and completions/*
     python tools/manual.py --check  # exit 1 (naming the stale files) when they differ from the app
 
-Everything comes from the app's own commands, options, help texts and epilogs; the environment
-variables that are not an option's are described in ``EXTRA_ENVIRONMENT`` below, and every
-``TINYTITAN_*`` name in the package's source must be described one way or the other.
+Everything comes from the app's own commands, options, help texts and examples
+(``tinytitan.cli.examples``); the environment variables that are not an option's are described in
+``EXTRA_ENVIRONMENT`` below, and every ``TINYTITAN_*`` name in the package's source must be
+described one way or the other (``--check`` fails otherwise).
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,28 +20,45 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PROG = "tinytitan"
-COMPLETE_VAR = "_TINYTITAN_COMPLETE"
 COMPLETIONS = {"bash": "tinytitan.bash", "zsh": "_tinytitan", "fish": "tinytitan.fish"}
-_ENV_NAME = re.compile(r"\bTINYTITAN_[A-Z0-9_]+\b")
+_ENV_NAME = re.compile(r"(?<![A-Za-z0-9])_?TINYTITAN_[A-Z0-9_]*[A-Z0-9]")
 
 # Variables that are not an option's envvar (internal ones say so and are documented anyway).
 EXTRA_ENVIRONMENT: dict[str, str] = {
-    "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with Debian's OpenBLAS preloaded (the fast Linux CPU path).",
-    "TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
+    "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with a Debian BLAS preloaded (the fast Linux CPU path).",
+    "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
+    "the default), blis, openblas or off.",
+    "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
     "TINYTITAN_CACHE_DIR": "Where TinyTitan caches what it builds (converted GGUF models, the test model); "
     "default $XDG_CACHE_HOME/tinytitan or ~/.cache/tinytitan.",
+    "TINYTITAN_JS_TIKTOKEN": "Tests only: where js-tiktoken's o200k_base ranks are "
+    "(default tests/data/node_modules/js-tiktoken), for the tiny gpt-oss test model.",
+}
+# Option variables some command also reads without having the option (see chat/connect.py).
+ALSO_READ: dict[str, str] = {
+    "TINYTITAN_MODEL": "tinytitan chat loads this model in-process when no local server answers.",
+    "TINYTITAN_PORT": "tinytitan chat looks for the local server on this port.",
 }
 OTHER_ENVIRONMENT: dict[str, str] = {
     "HF_HUB_OFFLINE": "1: use only the Hugging Face cache (a model that is not cached is a clear error).",
-    "HF_HOME, HF_HUB_CACHE": "Where the Hugging Face cache lives (default ~/.cache/huggingface/hub).",
+    "HF_HOME, HF_HUB_CACHE": "Where the Hugging Face cache lives (default ~/.cache/huggingface/hub); "
+    "HF_HUB_CACHE is also tinytitan models --cache-dir.",
     "OLLAMA_MODELS": "Ollama's model store, listed by tinytitan models (default ~/.ollama/models).",
-    "XDG_DATA_HOME, XDG_CACHE_HOME": "Base directories for the chat history and the caches.",
+    "XDG_DATA_HOME, XDG_CACHE_HOME": "Base directories for the chat history, the memory journals and the caches.",
 }
 FILES: list[tuple[str, str]] = [
-    ("~/.cache/tinytitan/", "Converted GGUF models (keyed by the file's digest) and the test model."),
-    ("~/.cache/huggingface/hub/", "Hugging Face models: serve --model ORG/NAME and tinytitan models pull."),
+    ("~/.cache/tinytitan/", "Converted GGUF models (gguf/<digest>/, keyed by the file's sha256) and the test model."),
+    ("~/.cache/huggingface/hub/", "Hugging Face models: serve --model ORG/NAME downloads there once."),
+    (
+        "~/.ollama/models/, ~/.lmstudio/models/",
+        "GGUF files Ollama and LM Studio downloaded, listed by tinytitan models.",
+    ),
     ("~/.local/share/tinytitan/chat_history", "The history of tinytitan chat's prompt."),
-    ("~/.local/share/tinytitan/memory/", "Agent memory journals, one per workspace (serve --memory)."),
+    (
+        "~/.local/share/tinytitan/memory/",
+        "Agent memory journals, one per workspace (serve --memory; --memory-dir changes it; "
+        "~/Library/Application Support/tinytitan/memory on macOS).",
+    ),
     ("--prompt-cache-dir DIR", "The prompt cache's disk tier: KV snapshots kept across restarts."),
 ]
 EXIT_STATUS: list[tuple[str, str]] = [
@@ -61,36 +78,32 @@ def _app() -> Any:
 
 
 def _roff(text: str) -> str:
-    """Escape text for roff: backslashes, leading dots and quotes, and hyphens in option names."""
+    """Escape text for roff: backslashes, hyphens, and lines that would start with a request."""
     text = text.replace("\\", "\\e").replace("-", "\\-")
     return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in text.splitlines())
 
 
-def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    for name in sorted(group.commands, key=lambda n: list(group.commands).index(n)):
-        command = group.commands[name]
-        if getattr(command, "hidden", False):
-            continue
-        yield (*path, name), command
-        if hasattr(command, "commands"):
-            yield from _commands(command, (*path, name))
+def _is_argument(param: Any) -> bool:
+    return type(param).__name__.endswith("Argument")
 
 
 def _param_lines(param: Any) -> list[str]:
     if getattr(param, "hidden", False):
         return []
-    if type(param).__name__.endswith("Argument"):
-        head = f"\\fI{_roff(param.metavar or param.name.upper())}\\fR"
+    metavar = param.metavar or ""
+    if _is_argument(param):
+        head = f"\\fI{_roff(metavar or param.name.upper())}\\fR"
     else:
-        names = ", ".join(f"\\fB{_roff(opt)}\\fR" for opt in param.opts)
-        metavar = "" if getattr(param, "is_flag", False) else (param.metavar or param.name.upper())
-        head = names + (f" \\fI{_roff(metavar)}\\fR" if metavar else "")
+        names = [*param.opts, *getattr(param, "secondary_opts", [])]
+        head = ", ".join(f"\\fB{_roff(opt)}\\fR" for opt in names)
+        if metavar and not getattr(param, "is_flag", False):
+            head += f" \\fI{_roff(metavar)}\\fR"
     notes = []
     envvar = getattr(param, "envvar", None)
     if envvar:
         notes.append(f"env {envvar}")
     default = param.default
-    if default not in (None, False, (), []) and not callable(default):
+    if default not in (None, False, (), []) and not callable(default) and not getattr(param, "is_flag", False):
         notes.append(f"default {default}")
     text = (getattr(param, "help", None) or "").strip()
     if notes:
@@ -98,36 +111,51 @@ def _param_lines(param: Any) -> list[str]:
     return [".TP", head, _roff(text) if text else ""]
 
 
-def _epilog(command: Any) -> str:
-    return (getattr(command, "epilog", None) or "").strip()
+def _synopsis(path: tuple[str, ...], command: Any) -> str:
+    words = " ".join(f"\\fB{_roff(word)}\\fR" for word in (PROG, *path))
+    args = [f"\\fI{_roff(p.metavar or p.name.upper())}\\fR" for p in command.params if _is_argument(p)]
+    more = " \\fICOMMAND\\fR" if getattr(command, "commands", None) else ""
+    return " ".join([words, "[\\fIOPTIONS\\fR]", *args]) + more
 
 
 def man_page() -> str:
     from tinytitan import __version__
+    from tinytitan.cli.examples import EXAMPLES
+    from tinytitan.cli.polish import walk
 
     root = _app()
+    commands = [(path, command) for path, command in walk(root) if path]
     out = [
         f'.TH TINYTITAN 1 "" "tinytitan {__version__}" "User Commands"',
+        ".nh",  # no hyphenation: option and variable names stay whole (and searchable)
+        ".ad l",
         ".SH NAME",
         "tinytitan \\- a local LLM server and CLI for coding agents",
         ".SH SYNOPSIS",
-        f"\\fB{PROG}\\fR [\\fB\\-\\-version\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR]",
+        f"\\fB{PROG}\\fR [\\fB\\-\\-version\\fR | \\fB\\-\\-help\\fR]",
+        ".br",
+        *[line for path, command in commands for line in (_synopsis(path, command), ".br")],
         ".SH DESCRIPTION",
         _roff((root.help or "").strip()),
-        ".SH COMMANDS",
+        ".PP",
+        "Every option with an environment variable (see \\fBENVIRONMENT\\fR) reads it when the option is "
+        "not given; \\fBtinytitan\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR shows the same text as this page.",
+        ".SH OPTIONS",
     ]
-    examples: list[str] = []
-    for path, command in _commands(root):
-        usage = " ".join(path)
-        out += [f".SS {PROG} {usage}", _roff((command.help or "").strip())]
+    for param in root.params:
+        out += _param_lines(param)
+    out.append(".SH COMMANDS")
+    for path, command in commands:
+        out += [f".SS {PROG} {' '.join(path)}", _synopsis(path, command), ".PP", _roff((command.help or "").strip())]
         for param in command.params:
             out += _param_lines(param)
-        if epilog := _epilog(command):
-            examples.append(epilog)
-    if examples:
-        out.append(".SH EXAMPLES")
-        for epilog in examples:
-            out += [".nf", _roff(epilog), ".fi", ".PP"]
+    out.append(".SH EXAMPLES")
+    for path, _command in walk(root):
+        lines = EXAMPLES.get(path, "").splitlines()[1:]
+        if lines:
+            out += [".PP", f"\\fB{' '.join((PROG, *path))}\\fR", ".RS 4", ".nf"]
+            out += [_roff(line.strip()) for line in lines]
+            out += [".fi", ".RE"]
     out.append(".SH ENVIRONMENT")
     for name, text in sorted(environment().items()):
         out += [".TP", f"\\fB{_roff(name)}\\fR", _roff(text)]
@@ -139,22 +167,32 @@ def man_page() -> str:
     out.append(".SH EXIT STATUS")
     for code, text in EXIT_STATUS:
         out += [".TP", f"\\fB{code}\\fR", _roff(text)]
-    out += [".SH SEE ALSO", "\\fBtinytitan\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR, and the project's README."]
-    return "\n".join(line for line in out if line is not None) + "\n"
+    out += [
+        ".SH SEE ALSO",
+        "\\fBtinytitan\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR; \\fBtinytitan completion\\fR for shell completion; "
+        "the project's README for installing per platform and connecting each client.",
+    ]
+    return "\n".join(out) + "\n"
 
 
 def environment() -> dict[str, str]:
     """Every TINYTITAN_* variable: an option's (its help, and which commands read it) or an extra."""
+    from tinytitan.cli.polish import walk
+
     found: dict[str, tuple[str, list[str]]] = {}
-    for path, command in _commands(_app()):
+    for path, command in walk(_app()):
         for param in command.params:
             envvar = getattr(param, "envvar", None)
             for name in [envvar] if isinstance(envvar, str) else envvar or []:
+                if not name.startswith("TINYTITAN_"):
+                    continue  # HF_HUB_CACHE and the like: OTHER_ENVIRONMENT
                 help_text = (getattr(param, "help", None) or "").strip()
                 flag = param.opts[0] if param.opts else param.name
                 entry = found.setdefault(name, (f"{flag}: {help_text}", []))
                 entry[1].append(" ".join(path))
     described = {name: f"{text} ({', '.join(sorted(set(cmds)))})" for name, (text, cmds) in found.items()}
+    for name, text in ALSO_READ.items():
+        described[name] = f"{described[name]} {text}"
     return {**described, **EXTRA_ENVIRONMENT}
 
 
@@ -167,9 +205,9 @@ def undocumented_variables() -> list[str]:
 
 
 def completion(shell: str) -> str:
-    from typer._completion_shared import get_completion_script
+    from tinytitan.cli.completion import script
 
-    return get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell).rstrip("\n") + "\n"
+    return script(shell, _app())
 
 
 def generated() -> dict[Path, str]:
@@ -179,13 +217,18 @@ def generated() -> dict[Path, str]:
     return files
 
 
+def stale_files() -> list[Path]:
+    """The generated files whose committed text differs from what the app generates now."""
+    return [path for path, text in generated().items() if not path.exists() or path.read_text() != text]
+
+
 def main(argv: list[str]) -> int:
     missing = undocumented_variables()
     if missing:
         print(f"undocumented environment variables: {', '.join(missing)} (describe them in tools/manual.py)")
         return 1
-    stale = [path for path, text in generated().items() if not path.exists() or path.read_text() != text]
     if "--check" in argv:
+        stale = stale_files()
         for path in stale:
             print(f"stale: {path.relative_to(ROOT)} (run: python tools/manual.py)")
         return 1 if stale else 0

@@ -7,12 +7,13 @@ import sys
 
 import typer
 
-from tinytitan import __version__
 from tinytitan.cli.chat import chat
 from tinytitan.cli.common import allow_reexec
 from tinytitan.cli.compact import compact
+from tinytitan.cli.completion import completion
 from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.models import models_app
+from tinytitan.cli.polish import TitanGroup
 from tinytitan.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -22,21 +23,28 @@ app = typer.Typer(
     help="A local LLM server for coding agents: OpenAI Chat Completions, OpenAI Responses and "
     "Anthropic Messages over one generation path.",
     no_args_is_help=True,
-    add_completion=True,
+    add_completion=False,  # `tinytitan completion SHELL` prints static scripts (no Python on TAB)
+    cls=TitanGroup,
     pretty_exceptions_enable=False,
 )
 
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"tinytitan {__version__}")
+        from tinytitan.cli.version import version_text
+
+        typer.echo(version_text())
         raise typer.Exit()
 
 
 @app.callback()
 def root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the versions of tinytitan, mlx and mlx-lm, the engine in use, and exit.",
     ),
 ) -> None:
     """TinyTitan: serve a local model to Claude Code, Codex, pi, Aider and the OpenAI / Anthropic SDKs."""
@@ -47,6 +55,7 @@ app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
 app.command("chat")(chat)
+app.command("completion")(completion)
 
 
 def main() -> None:

@@ -30,7 +30,11 @@ def chat(
     reasoning: Reasoning = None,
     thinking: Thinking = None,
     api_key: str = typer.Option(
-        None, "--api-key", envvar="TINYTITAN_API_KEY", help="The server's API key (sent as a Bearer token)."
+        None,
+        "--api-key",
+        envvar="TINYTITAN_API_KEY",
+        metavar="KEY",
+        help="The server's API key (sent as a Bearer token).",
     ),
     system: str = typer.Option(None, "--system", help="A system prompt (/system changes it)."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Cap each answer (tokens)."),

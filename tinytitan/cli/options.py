@@ -48,7 +48,9 @@ def _option(flag: str, help: str, metavar: str | None = None) -> Any:
 _MODEL_HELP = "A local model directory, a GGUF file or a Hugging Face hub id (org/name)."
 _LEVELS = "off, on, minimal, low, medium, high, xhigh, max"
 Model = Annotated[str | None, _option("--model", _MODEL_HELP, "DIR|FILE.gguf|ID")]
-ModelId = Annotated[str | None, _option("--model-id", "The id clients use (default: the directory or repo name).")]
+ModelId = Annotated[
+    str | None, _option("--model-id", "The id clients use (default: the directory or repo name).", "ID")
+]
 ModelsDir = Annotated[
     list[Path],
     _option(
@@ -61,11 +63,12 @@ ModelsDir = Annotated[
 Stub = Annotated[
     str | None, _option("--stub", "A scripted backend instead of a model (tests, client wiring).", "SCRIPT.json")
 ]
-MaxContext = Annotated[int | None, _option("--max-context", "Cap the context window (tokens).")]
+MaxContext = Annotated[int | None, _option("--max-context", "Cap the context window (tokens).", "TOKENS")]
 Reasoning = Annotated[str | None, _option("--reasoning", f"Default reasoning level: {_LEVELS}.", "LEVEL")]
 Thinking = Annotated[str | None, _option("--thinking", "Shorthand for --reasoning on / off.", "on|off")]
 Dtype = Annotated[
-    str, _option("--dtype", "Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.")
+    str,
+    _option("--dtype", "Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.", "DTYPE"),
 ]
 Memory = Annotated[
     bool,

@@ -31,19 +31,24 @@ def serve(
         DEFAULT_HOST,
         "--host",
         envvar="TINYTITAN_HOST",
+        metavar="HOST",
         help="Address to bind. Anything but loopback requires --api-key.",
     ),
-    port: int = typer.Option(DEFAULT_PORT, "--port", envvar="TINYTITAN_PORT", help="Port to listen on."),
+    port: int = typer.Option(
+        DEFAULT_PORT, "--port", envvar="TINYTITAN_PORT", metavar="PORT", help="Port to listen on."
+    ),
     api_key: str = typer.Option(
         None,
         "--api-key",
         envvar="TINYTITAN_API_KEY",
+        metavar="KEY",
         help="Require this key (Bearer or x-api-key) on every route but /health.",
     ),
     cors_origin: list[str] = typer.Option(
         [],
         "--cors-origin",
         envvar="TINYTITAN_CORS_ORIGIN",
+        metavar="ORIGIN",
         help="Allow browser requests from this origin (repeatable).",
     ),
     queue_limit: int = typer.Option(

@@ -1,0 +1,80 @@
+"""Conventional ``--help``: TEXT / INTEGER-style metavars, flags shown as flags, an example per command.
+
+Typer (0.2x) shows a value's Python type as the metavar (``<str>``, ``<int>``, ``<list[str]>``) and
+gives every flag a ``<bool>``. The root group's class, ``TitanGroup``, walks the whole command tree
+once it is built and gives each parameter without a metavar of its own the name click uses (TEXT,
+INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each command without an
+epilog its examples from ``tinytitan.cli.examples``. Options name their own metavar where a better
+word exists (PORT, DIR, LEVEL); this only fills what they leave out, so a new option never shows a
+Python type.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import typer.core
+
+from tinytitan.cli.examples import EXAMPLES
+
+__all__ = ["TitanGroup", "conventional_metavar", "help_option", "walk"]
+
+_NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
+
+
+def conventional_metavar(param: Any) -> str:
+    """The metavar click would show: "" for a flag, TEXT / INTEGER / FLOAT / PATH, or the choices."""
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return ""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None:  # an older Typer on click: its type knows its name
+        return str(getattr(getattr(param, "type", None), "name", "text")).upper()
+    if descriptor.choices is not None:
+        return "|".join(str(getattr(c, "value", c)) for c in descriptor.choices)
+    annotation = descriptor.annotation
+    if get_origin(annotation) in (list, tuple) and get_args(annotation):
+        annotation = get_args(annotation)[0]
+    return _NAMES.get(annotation, "TEXT")
+
+
+def _no_type(ctx: Any = None) -> None:
+    return None
+
+
+def _polish_param(param: Any) -> None:
+    if type(param).__name__.endswith("Argument") and hasattr(param, "display_type_rich"):
+        # an argument is shown by its metavar already; typer would add its Python type beside it
+        param.display_type_rich = _no_type
+    if getattr(param, "is_flag", False):
+        param.metavar = ""  # no type after a flag; typer's rich panel would print <bool>
+    elif param.metavar is None:
+        param.metavar = conventional_metavar(param)
+
+
+def help_option(command: Any) -> Any:
+    """The command's ``--help`` option: made on first use and cached, so polishing it once lasts."""
+    context = command.context_class(command, **(command.context_settings or {}))
+    return command.get_help_option(context)
+
+
+class TitanGroup(typer.core.TyperGroup):
+    """The root group: polishes every command under it once the tree is built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for path, command in walk(self):
+            for param in [*command.params, help_option(command)]:
+                if param is not None:
+                    _polish_param(param)
+            if not command.epilog and path in EXAMPLES:
+                command.epilog = EXAMPLES[path]
+
+
+def walk(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``group`` and every command under it, in the group's order, with the words that reach it."""
+    found: list[tuple[tuple[str, ...], Any]] = [(path, group)]
+    for name, command in getattr(group, "commands", {}).items():
+        if not getattr(command, "hidden", False):
+            found += walk(command, (*path, name))
+    return found
