@@ -33,6 +33,8 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l strip-cli-prompt
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l strip-tags -x -d 'Tags whose <tag>…</tag> spans the -fast strip cuts (comma-separated)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l keepalive -x -d 'Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l dtype -x -d 'Compute dtype: auto (fastest measured), float32, bfloat16, float16, native'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l parallel -x -a 'auto tensor pipeline' -d 'Under mlx.launch: how the ranks split the model (auto: tensor when the architecture offers it)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l distributed-timeout -x -d 'Under mlx.launch: a rank silent this long (one step, or an idle heartbeat) stops the group'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory -d 'Agent memory: memory_* tools the server runs itself, one journal per workspace'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l no-memory -d 'Agent memory: memory_* tools the server runs itself, one journal per workspace'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-tools -x -a 'off minimal full' -d 'Memory tools offered to the model (minimal: set, get, list; off: the recalled list only)'

@@ -3,6 +3,9 @@ tiny real model (built once per machine, cached, and once per session)."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -13,6 +16,15 @@ import pytest
 from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
+
+# The tests speak plain HTTP to loopback servers only, yet every httpx client (the tests' own, the
+# OpenAI and Anthropic SDKs', the chat's) loads a whole CA bundle when it is built: 0.05-0.2 s of CPU
+# each, some thousand times a run. An empty certificate directory makes that free (httpx reads
+# SSL_CERT_DIR; SSL_CERT_FILE would win over it). Child processes (serve, chat) inherit it.
+_NO_CERTS = tempfile.mkdtemp(prefix="tinytitan-tests-no-certs-")
+atexit.register(os.rmdir, _NO_CERTS)
+os.environ.pop("SSL_CERT_FILE", None)
+os.environ["SSL_CERT_DIR"] = _NO_CERTS
 
 
 @pytest.fixture

@@ -11,6 +11,9 @@ writes its arguments down, and the section's check looks at them — each for a 
   from the network (there is none here) and would replace the environment under test; the check
   asserts the extras and packages they name exist.
 - ``python3 -m pytest``: the suite itself (``.ci/run`` runs that line verbatim; asserted below).
+- ``mlx.launch``: it starts one server per machine of a hostfile (several machines, ssh); the
+  check parses the ``tinytitan serve`` command each line launches with the real app, and
+  tests/engine/distributed runs a launched group for real.
 - ``opencode`` and ``aider``: not among the pinned client CLIs (tests/clients pins Claude Code,
   Codex and pi), so their command lines are recorded and checked against the config the block wrote.
 
@@ -95,6 +98,7 @@ sudo() { record "sudo $*"; }
 npm() { record "npm $*"; }
 aider-install() { record "aider-install $*"; }
 opencode() { record "opencode $*"; }
+mlx.launch() { record "mlx.launch $*"; }
 aider() { record "aider $*"; }
 _tt_pid=""
 _tt_stop() { if [[ -n "$_tt_pid" ]]; then kill "$_tt_pid" 2>/dev/null; wait "$_tt_pid" 2>/dev/null; _tt_pid=""; fi; }
@@ -306,6 +310,24 @@ def check_catalog(run: Run) -> None:
     assert f"removed mlx-community/{SERVED}" in run.output  # rm, confirmed with y
 
 
+def check_distributed(run: Run) -> None:
+    import shlex
+
+    import typer.main
+
+    from tinytitan.cli.app import app
+
+    launched = [line for line in run.recorded if line.startswith("mlx.launch ")]
+    assert len(launched) == 3, run.recorded
+    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    for line in launched:
+        words = shlex.split(line.split(" -- ", 1)[1])
+        assert words[:2] == ["tinytitan", "serve"], line
+        context = serve.make_context("serve", words[2:])  # a bad option would raise a usage error
+        assert context.params["model"], line
+    assert shutil.which("mlx.launch"), "mlx installs the mlx.launch launcher the README names"
+
+
 def check_first_steps(run: Run) -> None:
     assert run.output.count(f"{SERVED}\n") >= 2, run.output  # the banner's id, then curl | jq
 
@@ -360,6 +382,7 @@ HOW: dict[str, How] = {
     "Shell completion and the man page": How(check_completion, in_checkout=True),
     "Serving": How(check_serving, model=True),
     "Several models: a catalog": How(check_catalog, model=True, stdin="y\n"),
+    "Across several machines (`mlx.launch`)": How(check_distributed),
     "Ten minutes to your agent on a local model": How(check_first_steps),
     "Claude Code (Anthropic Messages)": How(check_reply, stub_server=True, client="claude"),
     "Codex (OpenAI Responses)": How(check_reply, stub_server=True, client="codex"),

@@ -76,6 +76,8 @@ class Settings:
     prompt_cache_dir: str | None = None  # the disk tier of the prompt cache (off when None)
     prompt_cache_disk_mib: int = 8192
     dtype: str = "auto"
+    parallel: str = "auto"  # under mlx.launch: auto | tensor | pipeline (issue #19)
+    distributed_timeout: float = 60.0  # seconds before a silent rank counts as lost
     keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
     strip_cli_prompt: bool = False  # apply the -fast strip to every request (reference §10)
     strip_tags: tuple[str, ...] = ("system-reminder",)  # spans the strip cuts
@@ -104,6 +106,10 @@ class Settings:
             raise SettingsError("--queue-limit must be 0 or more")
         if self.keepalive_seconds <= 0:
             raise SettingsError("--keepalive must be a positive number of seconds")
+        if self.parallel not in ("auto", "tensor", "pipeline"):
+            raise SettingsError(f"--parallel takes auto, tensor or pipeline, not '{self.parallel}'")
+        if self.distributed_timeout <= 0:
+            raise SettingsError("--distributed-timeout must be a positive number of seconds")
         if self.prompt_cache_disk_mib < 1:
             raise SettingsError("--prompt-cache-disk-mib must be at least 1")
         if self.max_context is not None and self.max_context < 16:

@@ -26,6 +26,7 @@ from tinytitan.engine.backends.mlx.loading import has_accelerator
 from tinytitan.engine.catalog import CatalogEntry, scan
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.request import ChatRequest, Message
+from tinytitan.settings import Settings
 from tinytitan.testing.catalog import B_CONTEXT, B_DEFAULTS, build_catalog
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -43,7 +44,8 @@ def factory(entry: CatalogEntry, model_id: str, device: str | None) -> MlxBacken
 def live(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     root = build_catalog(tmp_path_factory.mktemp("catalog") / "models", tiny_dir)
     models = ModelManager.from_catalog(scan([root], quiet=True), factory, cpu_variants=has_accelerator())
-    with live_server(models, queue_limit=8) as server:
+    # one generation at a time: the arrival-order test holds the one generation thread
+    with live_server(models, settings=Settings(queue_limit=8, max_concurrent=1)) as server:
         yield server
 
 

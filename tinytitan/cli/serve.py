@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, ModelsDir, memory_dir, with_model_flags
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
+
+if TYPE_CHECKING:
+    from tinytitan.engine.distributed import Distributed
 
 __all__ = ["serve"]
 
@@ -104,6 +109,20 @@ def serve(
         help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
     ),
     dtype: Dtype = "auto",
+    parallel: str = typer.Option(
+        "auto",
+        "--parallel",
+        envvar="TINYTITAN_PARALLEL",
+        metavar="auto|tensor|pipeline",
+        help="Under mlx.launch: how the ranks split the model (auto: tensor when the architecture offers it).",
+    ),
+    distributed_timeout: float = typer.Option(
+        60.0,
+        "--distributed-timeout",
+        envvar="TINYTITAN_DISTRIBUTED_TIMEOUT",
+        metavar="SECONDS",
+        help="Under mlx.launch: a rank silent this long (one step, or an idle heartbeat) stops the group.",
+    ),
     memory: Memory = False,
     memory_tools: str = typer.Option(
         "full",
@@ -149,6 +168,8 @@ def serve(
             prompt_cache_dir=prompt_cache_dir,
             prompt_cache_disk_mib=prompt_cache_disk_mib,
             dtype=dtype,
+            parallel=parallel.lower(),
+            distributed_timeout=distributed_timeout,
             keepalive_seconds=keepalive,
             memory=memory,
             memory_tools=memory_tools.lower(),
@@ -164,6 +185,24 @@ def serve(
     except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
+
+
+_DISTRIBUTED_HELP = """
+Across several machines: list them in a hostfile and start every rank with mlx.launch —
+`mlx.launch --hostfile hosts.json -- tinytitan serve --model M`, or `mlx.launch --hosts
+10.0.0.1,10.0.0.2 -- tinytitan serve --model M` (`-n 2 --backend ring` on one machine). Rank 0
+serves HTTP; the others hold their share of the model and follow it step by step.
+
+--parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, qwen3_moe, gpt_oss,
+deepseek …) splits every layer and syncs twice per layer per token: for low-latency links.
+pipeline gives each rank whole layers: for a model too big for one machine over slower links.
+The banner shows rank, size, backend and parallelism. A lost rank fails the running requests
+(503) and every rank exits with status 75, so the launcher can restart the group.
+"""
+
+serve.__doc__ = (
+    (serve.__doc__ or "") + "\n\n" + "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))
+)
 
 
 def _engine_note(settings: Settings) -> str:
@@ -192,20 +231,51 @@ def _memory_note(settings: Settings) -> str:
     return note
 
 
-def run_server(settings: Settings) -> None:
-    import uvicorn
+def _join_group(settings: Settings) -> Distributed | None:
+    """This process's place in an ``mlx.launch`` group, or None when serving alone."""
+    from tinytitan.engine.distributed import Distributed, DistributedError, detect
 
-    from tinytitan.api.app import create_app
-    from tinytitan.api.transport import uvicorn_options
-    from tinytitan.engine.backends.factory import build_engine
+    group = detect()
+    if group is None:
+        return None
+    try:
+        return Distributed(group, settings.parallel, settings.distributed_timeout)
+    except DistributedError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _follow(backend: Any, distributed: Distributed) -> NoReturn:
+    """Ranks > 0: no HTTP; load this rank's shard and replay rank 0's steps until it stops."""
+    typer.echo(f"TinyTitan {distributed.describe()} (pid {os.getpid()}); following rank 0, no HTTP", err=True)
+    try:
+        code = backend.follow()
+    except (OSError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    raise typer.Exit(code)
+
+
+def run_server(settings: Settings) -> None:
+    from tinytitan.engine.backends.factory import build_backend, build_engine
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
+    distributed = None if settings.stub else _join_group(settings)
+    if distributed is not None and settings.max_concurrent != 1:
+        # the group decodes in lockstep, one request at a time (lockstep batching is not built)
+        settings = dataclasses.replace(settings, max_concurrent=1)
+    if distributed is not None and settings.models_dirs:
+        raise _fail("a distributed group serves one --model; --models-dir is for one machine")
+    backend = None
     try:
-        engine = build_engine(settings)
+        if distributed is not None:
+            backend = build_backend(settings, distributed)
+            distributed.plan(getattr(backend, "config", {}))
+        engine = build_engine(settings, backend)
         info = engine.info
-    except (OSError, ValueError) as exc:  # ScriptError and SettingsError are ValueErrors
+    except (OSError, ValueError) as exc:  # ScriptError, SettingsError and DistributedError are ValueErrors
         raise _fail(str(exc)) from None
+    if distributed is not None and distributed.rank > 0:
+        _follow(backend, distributed)
     if not engine.models.catalog and (note := engine.backend.note):
         typer.echo(f"TinyTitan: {note}", err=True)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -219,8 +289,23 @@ def run_server(settings: Settings) -> None:
         what = f"'{info.id}'"
         facts = f"context {info.context_window} tokens, {_engine_note(settings)}"
     typer.echo(f"TinyTitan serving {what} at http://{shown_host}:{settings.port}/v1 ({facts})", err=True)
+    if distributed is not None:
+        typer.echo(f"TinyTitan {distributed.describe()}", err=True)
     if settings.memory:
         typer.echo(_memory_note(settings), err=True)
+    try:
+        _run_uvicorn(engine, settings)
+    finally:
+        if distributed is not None:
+            distributed.shutdown()  # the followers exit with rank 0
+
+
+def _run_uvicorn(engine: Any, settings: Settings) -> None:
+    import uvicorn
+
+    from tinytitan.api.app import create_app
+    from tinytitan.api.transport import uvicorn_options
+
     uvicorn.run(
         create_app(engine, settings),
         host=settings.host,

@@ -62,3 +62,23 @@ def test_the_dtype_setting_overrides(quantized_dir: Path, dtype: str) -> None:
         assert quantized_layers(backend._model) > 0
     else:
         assert quantized_layers(backend._model) == 0 and float_dtypes(backend._model) == {mx.bfloat16}
+
+
+def test_a_model_loaded_on_one_thread_runs_on_another() -> None:
+    # MLX streams are thread-local and Gemma 4's RoPE keeps a lazily built ``_freqs`` outside its
+    # parameters: the batch runner's thread could not evaluate it unless loading did
+    import threading
+
+    from mlx_lm.generate import generation_stream
+
+    from tinytitan.engine.backends.mlx.loading import load_weights
+    from tinytitan.testing.families import family_dir
+
+    loaded: list[nn.Module] = []
+    loader = threading.Thread(target=lambda: loaded.append(load_weights(family_dir("gemma-4"), "auto")[0]))
+    loader.start()
+    loader.join()
+    with mx.stream(generation_stream):  # as the batch runner does, on this (another) thread
+        logits = loaded[0](mx.array([[1, 2, 3]]))
+        mx.eval(logits)
+    assert logits.shape[:2] == (1, 3)

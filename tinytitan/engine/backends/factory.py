@@ -10,15 +10,17 @@ from tinytitan.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from tinytitan.engine.backends.base import Backend
     from tinytitan.engine.catalog import CatalogEntry
+    from tinytitan.engine.distributed import Distributed
     from tinytitan.engine.manager import ModelManager
     from tinytitan.engine.service import Engine
 
 __all__ = ["build_backend", "build_catalog", "build_engine"]
 
 
-def build_backend(settings: Settings) -> Backend:
+def build_backend(settings: Settings, distributed: Distributed | None = None) -> Backend:
     """The scripted backend for ``--stub``, else the MLX engine (imported only then).
 
+    ``distributed``: this process's place in an ``mlx.launch`` group (``serve`` only; issue #19).
     Raises ``ScriptError`` / ``SettingsError`` (both ``ValueError``) with a message for the user. On a
     Linux CPU call ``tinytitan.cpu_blas.ensure_openblas()`` first, before anything reads stdin.
     """
@@ -42,6 +44,7 @@ def build_backend(settings: Settings) -> Backend:
             prompt_cache_dir=settings.prompt_cache_dir,
             prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
             max_concurrent=settings.max_concurrent,
+            distributed=distributed,
         )
     except ModelUnavailable as exc:
         raise SettingsError(exc.message) from None

@@ -97,21 +97,32 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
         log.info("running %s in %s", path.name, target)
-    # every array, the private ones too (Gemma 4's rope ``_freqs``): MLX streams are thread-local, and
-    # the batch runner's thread cannot evaluate what is still pending on this thread's stream
-    mx.eval([v for _, m in model.named_modules() for v in m.values() if isinstance(v, mx.array)])
-    mx.eval(model.parameters())
+    mx.eval(model.parameters(), _private_arrays(model))
     model.eval()
     return model, config
 
 
-def model_identity(path: Path, dtype_setting: str, device: str | None = None) -> str:
+def _private_arrays(model: Any) -> list[Any]:
+    """Arrays modules keep outside their parameters (a RoPE's ``_freqs``: Llama 3, Gemma 4, ...).
+
+    They are built lazily on the loading thread, and MLX streams are thread-local: the batch runner,
+    on its own thread, could not evaluate them ("There is no Stream(cpu, N) in current thread").
+    """
+    import mlx.core as mx
+
+    # a module is a dict: names starting with "_" are kept in it but left out of parameters()
+    held = [v for m in model.modules() for v in [*m.values(), *vars(m).values()]]
+    return [v for v in held if isinstance(v, mx.array)]
+
+
+def model_identity(path: Path, dtype_setting: str, device: str | None = None, shard: str | None = None) -> str:
     """A digest of what decides a KV cache's contents: config, weight files, compute dtype, MLX.
 
     Prompt-cache snapshots are keyed by it (in memory and on disk), so a snapshot is never offered
     to another model, another checkpoint of it, another compute dtype or another MLX build. Weight
     files count by name, size and modification time (hashing gigabytes at startup would cost more
-    than it protects).
+    than it protects). ``shard`` names one rank's part of a distributed model (its KV is that rank's
+    share only).
     """
     import mlx.core as mx
     import mlx_lm
@@ -125,4 +136,6 @@ def model_identity(path: Path, dtype_setting: str, device: str | None = None) ->
         "mlx": getattr(mx, "__version__", "unknown"),
         "mlx_lm": mlx_lm.__version__,
     }
+    if shard is not None:
+        facts["shard"] = shard
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]

@@ -1,0 +1,141 @@
+"""A ``tinytitan serve`` group under ``mlx.launch`` (and a one-process twin) for the distributed tests.
+
+``launch_group`` starts ``mlx.launch -n N --backend ring -- python -m tinytitan serve …`` on loopback
+and collects every rank's output in a log file; ``serve_model`` starts the same model in one
+process, for reference outputs. Both wait until the model answers a request (the weights are loaded).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tinytitan.testing.process import REPO_ROOT, free_port
+
+__all__ = ["Launched", "launch_group", "serve_model"]
+
+LAUNCHER = "from mlx._distributed_utils.launch import main; main()"
+
+
+@dataclass
+class Launched:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def rank_pid(self, rank: int) -> int:
+        """The pid a follower announced in its banner."""
+        found = re.search(rf"rank {rank} of \d+ .*\(pid (\d+)\)", self.log)
+        if found is None:
+            raise LookupError(f"rank {rank} announced no pid")
+        return int(found.group(1))
+
+    def wait_for_log(self, pattern: str, timeout: float = 120.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(pattern, self.log)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {pattern!r} in the group's log")
+            time.sleep(0.1)
+
+
+def _wait_ready(url: str, model: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until one token comes back (the weights are loaded on every rank)."""
+    deadline = time.monotonic() + timeout
+    body = {"model": model, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1, "temperature": 0}
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} while starting")
+        try:
+            if httpx.post(url + "/v1/chat/completions", json=body, timeout=timeout).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not start in time")
+        time.sleep(0.2)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _serve_args(model_dir: Path, port: int, args: tuple[str, ...]) -> list[str]:
+    return [sys.executable, "-m", "tinytitan", "serve", "--model", str(model_dir), "--port", str(port), *args]
+
+
+@contextmanager
+def launch_group(model_dir: Path, *args: str, ranks: int = 2, timeout: float = 300.0) -> Iterator[Launched]:
+    """``mlx.launch -n RANKS --backend ring -- tinytitan serve --model MODEL_DIR ARGS…`` on loopback."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = Path(tmp) / "group.log"
+        cmd = [
+            sys.executable,
+            "-c",
+            LAUNCHER,
+            "-n",
+            str(ranks),
+            "--backend",
+            "ring",
+            "--starting-port",
+            str(free_port()),
+        ]
+        cmd += ["--", *_serve_args(model_dir, port, ("--log-level", "info", *args))]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                cmd, env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        group = Launched(f"http://127.0.0.1:{port}", process, log_path)
+        try:
+            _wait_ready(group.url, model_dir.name, process, timeout)
+            yield group
+        finally:
+            _stop(process)
+
+
+@contextmanager
+def serve_model(model_dir: Path, *args: str, timeout: float = 300.0) -> Iterator[str]:
+    """``tinytitan serve --model MODEL_DIR`` in one process; yields its base URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.Popen(
+        _serve_args(model_dir, port, ("--log-level", "warning", *args)),
+        env=env,
+        cwd=str(REPO_ROOT),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, model_dir.name, process, timeout)
+        yield url
+    finally:
+        _stop(process)
