@@ -444,7 +444,10 @@ def test_troubleshooting_quotes_the_servers_own_context_and_queue_errors(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "tinytitan", "serve", "--stub", str(tmp_path / "s.json"), "--port", str(port)]
     server = subprocess.Popen(
-        [*argv, "--queue-limit", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*argv, "--queue-limit", "0", "--max-concurrent", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -464,7 +467,7 @@ def test_troubleshooting_quotes_the_servers_own_context_and_queue_errors(tmp_pat
 
             quick = {"model": SERVED, "messages": [{"role": "user", "content": "hi"}]}
 
-            def refused() -> bool:  # the slow one is running (queue limit 0: nothing may wait)
+            def refused() -> bool:  # the slow one runs in the one slot; queue limit 0: nothing may wait
                 return httpx.post(f"{base}/v1/chat/completions", json=quick, timeout=30).status_code == 429
 
             wait_until(refused, limit=30, what="for the queue to be full")
