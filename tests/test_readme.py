@@ -460,17 +460,21 @@ def test_troubleshooting_quotes_the_servers_own_context_and_queue_errors(tmp_pat
         assert "`context_length_exceeded`" in _readme_text()
 
         slow = {"model": SERVED, "messages": [{"role": "user", "content": "slow"}]}
-        first = threading.Thread(target=lambda: httpx.post(f"{base}/v1/chat/completions", json=slow, timeout=60))
+
+        def occupy() -> None:  # the slow request takes the one slot (retried if a probe held it)
+            while httpx.post(f"{base}/v1/chat/completions", json=slow, timeout=60).status_code == 429:
+                pass
+
+        first = threading.Thread(target=occupy)
         first.start()
         try:
             from tinytitan.testing.waiting import wait_until
 
+            def running() -> bool:  # the stub records a request once it is admitted and validated
+                return '"slow"' in httpx.get(f"{base}/_stub/requests", timeout=30).text
+
+            wait_until(running, limit=30, what="for the slow request to run")
             quick = {"model": SERVED, "messages": [{"role": "user", "content": "hi"}]}
-
-            def refused() -> bool:  # the slow one runs in the one slot; queue limit 0: nothing may wait
-                return httpx.post(f"{base}/v1/chat/completions", json=quick, timeout=30).status_code == 429
-
-            wait_until(refused, limit=30, what="for the queue to be full")
             chat = httpx.post(f"{base}/v1/chat/completions", json=quick, timeout=30)
             messages = {**quick, "max_tokens": 16}
             anthropic = httpx.post(f"{base}/v1/messages", json=messages, timeout=30)
