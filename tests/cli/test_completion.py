@@ -106,7 +106,7 @@ def _complete(*words: str) -> list[str]:
     [
         (("tinytitan", "se"), ["serve"]),
         (("tinytitan", "c"), ["count-tokens", "compact", "chat", "completion"]),
-        (("tinytitan", "serve", "--mo"), ["--model", "--model-id"]),
+        (("tinytitan", "serve", "--mo"), ["--model", "--model-id", "--models-dir"]),
         (("tinytitan", "serve", "--memory-tools", ""), ["off", "minimal", "full"]),
         (("tinytitan", "serve", "--memory-tools", "=", "m"), ["minimal"]),  # --memory-tools=m
         (("tinytitan", "serve", "--port", "8097", "--thinking", "o"), ["on", "off"]),
@@ -155,6 +155,6 @@ def _fish_complete(line: str) -> list[str]:
 
 def test_fish_completes() -> None:
     assert _fish_complete("tinytitan se") == ["serve"]
-    assert _fish_complete("tinytitan serve --mo") == ["--model", "--model-id"]
+    assert _fish_complete("tinytitan serve --mo") == ["--model", "--model-id", "--models-dir"]
     assert sorted(_fish_complete("tinytitan serve --memory-tools ")) == ["full", "minimal", "off"]
     assert sorted(_fish_complete("tinytitan completion ")) == ["bash", "fish", "zsh"]

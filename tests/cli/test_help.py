@@ -45,7 +45,7 @@ def test_flags_show_no_value_and_options_a_conventional_one(path: tuple[str, ...
         if getattr(param, "is_flag", False):
             assert param.metavar == "", param.opts
         else:
-            assert param.metavar and re.fullmatch(r"[A-Za-z0-9_.|,-]+", param.metavar), (param.opts, param.metavar)
+            assert param.metavar and re.fullmatch(r"[A-Za-z0-9_.|,/-]+", param.metavar), (param.opts, param.metavar)
 
 
 def test_a_flag_pair_reads_as_two_flags() -> None:
