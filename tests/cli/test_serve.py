@@ -31,7 +31,8 @@ def test_help_lists_serve_and_version() -> None:
 
 @pytest.fixture(scope="module")
 def serve_help() -> str:
-    return runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output  # 80 columns cut long names
+    # wide enough that rich does not shorten the longer names ("--prompt-cache-dis…")
+    return runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output
 
 
 @pytest.mark.parametrize(

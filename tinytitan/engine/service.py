@@ -215,7 +215,8 @@ class Engine:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-        self.backend.close()
+        for backend in self.models.built():  # every model a catalog has built, not only the default
+            backend.close()
         if self.memory is not None:
             self.memory.close()  # releases every workspace's journal lock
 

@@ -3,7 +3,7 @@ and ``compact`` share, so every command runs the model exactly as the server doe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.settings import Settings, SettingsError
 
@@ -30,31 +30,20 @@ def build_backend(settings: Settings, distributed: Distributed | None = None) ->
         return StubBackend(
             load_script(settings.stub), model_id=settings.model_id, context_override=settings.max_context
         )
-    from tinytitan.engine.backends.mlx import MlxBackend  # heavy: only when serving a model
     from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
 
     try:
-        return MlxBackend(
-            settings.model,
-            model_id=settings.model_id,
-            max_context=settings.max_context,
-            prompt_cache_entries=settings.prompt_cache_entries,
-            prompt_cache_mib=settings.prompt_cache_mib,
-            dtype=settings.dtype,
-            prompt_cache_dir=settings.prompt_cache_dir,
-            prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
-            max_concurrent=settings.max_concurrent,
-            distributed=distributed,
-        )
+        return _mlx_backend(settings, settings.model, settings.model_id, distributed=distributed)
     except ModelUnavailable as exc:
         raise SettingsError(exc.message) from None
 
 
-def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
-    from tinytitan.engine.backends.mlx import MlxBackend
+def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **where: Any) -> Backend:
+    """The MLX engine for ``model`` configured by ``settings`` (``where``: its device or its group)."""
+    from tinytitan.engine.backends.mlx import MlxBackend  # heavy: only when serving a model
 
     return MlxBackend(
-        str(entry.path),
+        model,
         model_id=model_id,
         max_context=settings.max_context,
         prompt_cache_entries=settings.prompt_cache_entries,
@@ -63,8 +52,12 @@ def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, dev
         prompt_cache_dir=settings.prompt_cache_dir,
         prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
         max_concurrent=settings.max_concurrent,
-        device=device,
+        **where,
     )
+
+
+def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
+    return _mlx_backend(settings, str(entry.path), model_id, device=device)
 
 
 def build_catalog(settings: Settings) -> ModelManager:

@@ -301,12 +301,15 @@ class MlxBackend(Backend):
         eos = set(tw.eos_token_ids)
         detokenizer = tw.detokenizer
         produced = 0
+        settled = False  # the runner has let the row go (END or an error read)
         try:
             while True:
                 item = row.out.get()
                 if item is END:
+                    settled = True
                     break
                 if isinstance(item, BaseException):
+                    settled = True
                     raise item
                 produced += 1
                 if item in eos:
@@ -321,6 +324,8 @@ class MlxBackend(Backend):
                     yield Piece(tail, 0)
         finally:
             row.leave()
+            if not settled:
+                row.settle()
 
     def lockstep(self) -> LockstepRunner:
         """In a distributed group (rank 0): the lockstep runner that drives every rank (issue #19)."""

@@ -64,6 +64,18 @@ class Row:
         """The reader is done with this row (stop string, cap, client gone): free its slot."""
         self.gone.set()
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """After ``leave``: wait (a step at most) until the runner has let the row go, so its KV
+        state is in the prompt cache before the generation returns — a next turn sent at once hits."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                item = self.out.get(timeout=left)
+            except queue.Empty:
+                return
+            if item is END or isinstance(item, BaseException):
+                return
+
     @property
     def leaving(self) -> bool:
         return self.gone.is_set() or self.cancel.is_set()
@@ -140,8 +152,10 @@ class BatchRunner:
         rows: dict[int, Row] = {}
         error: BaseException = GenerationFailed("the model was unloaded")
         try:
-            while self._admit(gen, rows):
-                self._drop_leavers(gen, rows)
+            while True:
+                self._drop_leavers(gen, rows)  # first: a leaver's KV is stored before a newcomer looks
+                if not self._admit(gen, rows):
+                    break
                 if rows:
                     self._step(gen, rows)
         except Exception as exc:  # the batch itself failed: its rows end with the error
