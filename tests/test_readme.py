@@ -41,6 +41,8 @@ from pathlib import Path
 
 import pytest
 
+from tinytitan.testing.missing import missing
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_BIN = ROOT / "tests" / "clients" / "node_modules" / ".bin"
 SERVED = "Qwen3-0.6B-4bit"  # the default model's id, which the README's client settings name
@@ -248,10 +250,7 @@ def _wait_health(port: int, process: subprocess.Popen[bytes]) -> None:
 def _client(name: str) -> None:
     if (CLIENT_BIN / name).exists():
         return
-    reason = f"{name} CLI not installed (run: npm ci --prefix tests/clients)"
-    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
+    missing(f"{name} CLI not installed (run: npm ci --prefix tests/clients)")
 
 
 # --- what each section must show ---------------------------------------------------------------

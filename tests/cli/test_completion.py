@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
+from tinytitan.testing.missing import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "completions"
@@ -26,10 +27,7 @@ def _shell(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    reason = f"{name} is not installed (apt-get install {name})"
-    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
+    missing(f"{name} is not installed (apt-get install {name})")
 
 
 @pytest.mark.parametrize(
