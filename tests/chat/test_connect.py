@@ -11,23 +11,24 @@ import pytest
 from tinytitan.chat import connect as connect_module
 from tinytitan.chat.client import ChatClient, ServerDown
 from tinytitan.chat.connect import connect, local_url
+from tinytitan.settings import Settings
 from tinytitan.testing.process import free_port
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer
 
 
 def test_url(server: LiveServer) -> None:
-    target = connect(url=server.url + "/", model=None, stub=None)
+    target = connect(server.url + "/", Settings())
     assert target.models == [STUB_MODEL] and target.where == f"server at {server.url}"
     assert target.reasoning_levels is None and target.close()
     with pytest.raises(ServerDown):
-        connect(url=f"http://127.0.0.1:{free_port()}", model=None, stub=None)
+        connect(f"http://127.0.0.1:{free_port()}", Settings())
 
 
 def test_stub_in_process_serves_over_http_and_stops(tmp_path: Path) -> None:
     path = tmp_path / "stub.json"
     path.write_text(json.dumps(script(reasoning_levels=["off", "low", "high"])))
-    target = connect(url=None, model=None, stub=str(path))
+    target = connect(None, Settings(stub=str(path)))
     assert target.where == "in-process (scripted)" and target.models == [STUB_MODEL]
     assert target.reasoning_levels == ("off", "low", "high")
     assert target.client.health() and target.client.url.startswith("http://127.0.0.1:")
@@ -39,7 +40,7 @@ def test_stub_in_process_serves_over_http_and_stops(tmp_path: Path) -> None:
 def test_default_is_the_local_server_else_in_process(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINYTITAN_PORT", str(server.port))
     assert local_url() == server.url
-    target = connect(url=None, model=None, stub=None)
+    target = connect(None, Settings())
     assert target.where == f"server at {server.url}"
     target.close()
 
@@ -52,5 +53,5 @@ def test_default_is_the_local_server_else_in_process(server: LiveServer, monkeyp
     monkeypatch.setattr(connect_module, "_in_process", in_process)
     monkeypatch.setenv("TINYTITAN_PORT", str(free_port()))
     monkeypatch.setenv("TINYTITAN_MODEL", "/models/mine")
-    assert connect(url=None, model=None, stub=None, reasoning="low") == "in-process"
-    assert loaded == [("/models/mine", None, "low", None, None, None)]
+    assert connect(None, Settings(reasoning="low")) == "in-process"
+    assert loaded == [(Settings(model="/models/mine", reasoning="low"), None)]

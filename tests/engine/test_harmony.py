@@ -11,6 +11,7 @@ import pytest
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 from tinytitan.engine.harmony import O200K_FILE, HarmonyParser, is_harmony, load_encoding, o200k_from_tokenizer
+from tinytitan.engine.output_parser import ParseOptions
 from tinytitan.testing.families import TEMPLATES, family_dir
 
 
@@ -50,7 +51,7 @@ def test_channels_become_reasoning_text_and_calls(encoding: Any) -> None:
         "On it.<|end|><|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json<|message|>"
         '{"q": "x"}'
     )
-    parser = HarmonyParser(encoding, namespaces={"lookup": "ns"})
+    parser = HarmonyParser(encoding, ParseOptions(namespaces={"lookup": "ns"}))
     events = feed(parser, raw)
     assert joined(events, ReasoningDelta) == "Think first." and joined(events, TextDelta) == "On it."
     calls = [e for e in events if isinstance(e, ToolCall)]
@@ -59,7 +60,7 @@ def test_channels_become_reasoning_text_and_calls(encoding: Any) -> None:
 
 
 def test_a_stop_string_ends_the_final_text(encoding: Any) -> None:
-    parser = HarmonyParser(encoding, stop=("END",))
+    parser = HarmonyParser(encoding, ParseOptions(stop=("END",)))
     events = feed(parser, "<|channel|>final<|message|>Hello END and more", 1)
     assert joined(events, TextDelta) == "Hello " and parser.stopped == "END"
 

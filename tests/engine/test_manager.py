@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tinytitan.engine.backends.base import Backend
+from tinytitan.engine.backends.mlx.facts import Description
 from tinytitan.engine.catalog import Catalog, CatalogEntry
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.request import ModelInfo
@@ -22,11 +23,7 @@ def entry(model_id: str, context: int = 1000) -> CatalogEntry:
         format="mlx",
         origin="dir",
         info=ModelInfo(model_id, context),
-        architecture="qwen3",
-        parameters=1,
-        quantization="float32",
-        size_bytes=1,
-        tool_call_family=None,
+        about=Description("qwen3", parameters=1, quantization="float32", size_bytes=1, tool_call_family=None),
     )
 
 

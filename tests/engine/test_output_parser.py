@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
-from tinytitan.engine.output_parser import OutputParser
+from tinytitan.engine.output_parser import OutputParser, ParseOptions
 
 
 def run(pieces: list[str], **kwargs: Any) -> tuple[OutputParser, list[Any]]:
-    parser = OutputParser(**kwargs)
+    parser = OutputParser(ParseOptions(**kwargs))
     events: list[Any] = []
     for piece in pieces:
         events += parser.feed(piece)

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from rich.console import Console
@@ -26,22 +26,20 @@ from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import Session
 from tinytitan.chat.tools import TOOLS
 from tinytitan.chat.turn import TurnRunner
+from tinytitan.settings import Settings
 
 __all__ = ["ChatApp", "ChatOptions", "run_chat"]
 
 
 @dataclass
 class ChatOptions:
-    url: str | None = None
-    model: str | None = None
-    stub: str | None = None
+    server: Settings = field(default_factory=Settings)  # in-process: what to load, as ``serve`` takes it
+    url: str | None = None  # talk to this server instead
+    model: str | None = None  # with ``url``: the served id to talk to
     api_key: str | None = None
     system: str | None = None
-    reasoning: str | None = None
     max_tokens: int | None = None
-    max_context: int | None = None
     tools: bool = False
-    memory_dir: str | None = None  # in-process: agent memory on, journals here
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
 
 
@@ -147,16 +145,7 @@ def _decline(_name: str, _arguments: str) -> bool:
 def run_chat(options: ChatOptions) -> int:
     interactive = sys.stdin.isatty()
     try:
-        target = connect(
-            url=options.url,
-            model=None if options.url else options.model,
-            stub=options.stub,
-            api_key=options.api_key,
-            reasoning=options.reasoning,
-            max_context=options.max_context,
-            memory_dir=options.memory_dir,
-            before_model=options.before_model,
-        )
+        target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
     except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
@@ -168,7 +157,7 @@ def run_chat(options: ChatOptions) -> int:
         if options.url and options.model and not target.client.accepts(options.model):
             sys.stderr.write(f"tinytitan chat: the server does not serve '{options.model}'\n")
             return code
-        session = Session(model, options.system, options.reasoning, options.max_tokens)
+        session = Session(model, options.system, options.server.reasoning, options.max_tokens)
         app = ChatApp(target, session, interactive=interactive, tools=options.tools)
         code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tinytitan.chat.client import ChatClient, ServerDown
-from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
+from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["Target", "connect", "local_url"]
 
@@ -51,29 +51,18 @@ def _remote(url: str, api_key: str | None, where: str) -> Target:
     return Target(client, where, models)
 
 
-def _in_process(
-    model: str | None,
-    stub: str | None,
-    reasoning: str | None,
-    max_context: int | None,
-    before_model: Callable[[], None] | None = None,
-    memory_dir: str | None = None,
-) -> Target:
+def _in_process(settings: Settings, before_model: Callable[[], None] | None = None) -> Target:
     from tinytitan.api.background import BackgroundServer
     from tinytitan.engine.backends.factory import build_engine
-    from tinytitan.settings import Settings
 
-    if before_model is not None and not stub:
+    if before_model is not None and not settings.stub:
         before_model()  # the CLI's fast-CPU re-exec: the process may start over here
     # the server's own logs would scribble over the chat; its errors reach the chat over HTTP
     logging.getLogger("tinytitan").setLevel(logging.CRITICAL)
-    settings = Settings(model=model, stub=stub, max_context=max_context, reasoning=reasoning, queue_limit=4)
-    if memory_dir is not None:  # the chat's own directory is the workspace of what it remembers
-        settings = replace(settings, memory=True, memory_dir=memory_dir, launch_dir=os.getcwd())
     engine = build_engine(settings)
     server = BackgroundServer(engine, settings, log_level="critical").start()
     info = engine.info
-    kind = "scripted" if stub else "loaded here"
+    kind = "scripted" if settings.stub else "loaded here"
     if engine.backend.note:  # the embedded fallback says which model and why
         kind += f"; {engine.backend.note}"
     client = ChatClient(server.url)
@@ -81,23 +70,21 @@ def _in_process(
 
 
 def connect(
-    *,
     url: str | None,
-    model: str | None,
-    stub: str | None,
+    server: Settings,
+    *,
     api_key: str | None = None,
-    reasoning: str | None = None,
-    max_context: int | None = None,
     before_model: Callable[[], None] | None = None,
-    memory_dir: str | None = None,
 ) -> Target:
-    """The target the flags name. Raises ``ServerDown`` (``--url``) or ``ValueError`` / ``OSError``
-    (a model or script that cannot be loaded), each with a message for the user. ``before_model``
-    runs before a real model is built in-process (the CLI re-execs with OpenBLAS there)."""
+    """The target the flags name: the server at ``url``; else one started in-process with ``server``
+    when it names a model or a stub; else the local server if it answers, or ``TINYTITAN_MODEL``
+    loaded in-process. Raises ``ServerDown`` (``url``) or ``ValueError`` / ``OSError`` (a model or
+    script that cannot be loaded), each with a message for the user. ``before_model`` runs before a
+    real model is built in-process (the CLI re-execs with OpenBLAS there)."""
     if url:
         return _remote(url, api_key, f"server at {url.rstrip('/')}")
-    if model or stub:
-        return _in_process(model, stub, reasoning, max_context, before_model, memory_dir)
+    if server.model or server.stub:
+        return _in_process(server, before_model)
     local = local_url()
     probe = ChatClient(local, api_key)
     try:
@@ -107,6 +94,4 @@ def connect(
         pass
     finally:
         probe.close()
-    return _in_process(
-        os.environ.get("TINYTITAN_MODEL") or None, None, reasoning, max_context, before_model, memory_dir
-    )
+    return _in_process(replace(server, model=os.environ.get("TINYTITAN_MODEL") or None), before_model)

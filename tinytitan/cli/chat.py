@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import os
+from typing import Annotated
+
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import MaxContext, Memory, MemoryDir, Reasoning, Stub, Thinking, memory_dir, reasoning_level
+from tinytitan.cli.options import (
+    MaxContext,
+    Memory,
+    MemoryDir,
+    ModelFlags,
+    Reasoning,
+    Stub,
+    Thinking,
+    memory_dir,
+    option,
+)
 
 __all__ = ["chat"]
 
@@ -29,13 +42,7 @@ def chat(
     max_context: MaxContext = None,
     reasoning: Reasoning = None,
     thinking: Thinking = None,
-    api_key: str = typer.Option(
-        None,
-        "--api-key",
-        envvar="TINYTITAN_API_KEY",
-        metavar="KEY",
-        help="The server's API key (sent as a Bearer token).",
-    ),
+    api_key: Annotated[str | None, option("--api-key", "The server's API key (sent as a Bearer token).", "KEY")] = None,
     system: str = typer.Option(None, "--system", help="A system prompt (/system changes it)."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Cap each answer (tokens)."),
     tools: bool = typer.Option(
@@ -47,21 +54,22 @@ def chat(
     """Chat with a model in the terminal. Piped stdin: one message per line, answers only."""
     from tinytitan.chat.app import ChatOptions, run_chat
 
+    # a model loaded here runs as `serve` would run it with these flags (with --url, --model is the served id)
+    flags = ModelFlags(
+        model=None if url else model, stub=stub, max_context=max_context, reasoning=reasoning, thinking=thinking
+    )
     try:
-        level = reasoning_level(reasoning, thinking)
+        server = flags.settings(memory=memory, memory_dir=memory_dir(memory_directory), launch_dir=os.getcwd())
     except ValueError as exc:
         raise fail("chat", str(exc)) from None
     options = ChatOptions(
+        server,
         url=url,
         model=model,
-        stub=stub,
         api_key=api_key,
         system=system,
-        reasoning=level,
         max_tokens=max_tokens,
-        max_context=max_context,
         tools=tools,
-        memory_dir=memory_dir(memory_directory) if memory else None,
         before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
     )
     raise typer.Exit(run_chat(options))

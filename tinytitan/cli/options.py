@@ -4,7 +4,8 @@ Declared once, so the offline commands take exactly the knobs that change what t
 do — the model, the served id, the context cap, the default reasoning level — and read the same
 ``TINYTITAN_*`` variables. A command asks for them with one ``flags: ModelFlags`` parameter and
 ``@with_model_flags()``: Typer sees the separate options there, the command gets one value. A
-command that takes only some of them (chat) uses the option types themselves.
+command that takes only some of them (chat) uses the option types themselves. Any other option that
+reads a variable is declared with ``option``, which names the variable after the flag.
 """
 
 from __future__ import annotations
@@ -34,26 +35,26 @@ __all__ = [
     "Stub",
     "Thinking",
     "memory_dir",
+    "option",
     "reasoning_level",
     "with_model_flags",
 ]
 
 
-def _option(flag: str, help: str, metavar: str | None = None) -> Any:
-    """``flag`` and its variable: ``--max-context`` reads ``TINYTITAN_MAX_CONTEXT``."""
-    envvar = "TINYTITAN_" + flag.removeprefix("--").replace("-", "_").upper()
+def option(flag: str, help: str, metavar: str | None = None) -> Any:
+    """An option that reads its own variable, for ``Annotated[T, option(...)] = default``:
+    ``--max-context`` reads ``TINYTITAN_MAX_CONTEXT``, ``--memory/--no-memory`` ``TINYTITAN_MEMORY``."""
+    envvar = "TINYTITAN_" + flag.split("/")[0].removeprefix("--").replace("-", "_").upper()
     return typer.Option(flag, envvar=envvar, metavar=metavar, help=help)
 
 
 _MODEL_HELP = "A local model directory, a GGUF file or a Hugging Face hub id (org/name)."
 _LEVELS = "off, on, minimal, low, medium, high, xhigh, max"
-Model = Annotated[str | None, _option("--model", _MODEL_HELP, "DIR|FILE.gguf|ID")]
-ModelId = Annotated[
-    str | None, _option("--model-id", "The id clients use (default: the directory or repo name).", "ID")
-]
+Model = Annotated[str | None, option("--model", _MODEL_HELP, "DIR|FILE.gguf|ID")]
+ModelId = Annotated[str | None, option("--model-id", "The id clients use (default: the directory or repo name).", "ID")]
 ModelsDir = Annotated[
     list[Path],
-    _option(
+    option(
         "--models-dir",
         "Serve a catalog: every model directory in DIR, or 'hf' for the Hugging Face cache "
         "(repeatable; several in the variable are separated by ':').",
@@ -61,26 +62,22 @@ ModelsDir = Annotated[
     ),
 ]
 Stub = Annotated[
-    str | None, _option("--stub", "A scripted backend instead of a model (tests, client wiring).", "SCRIPT.json")
+    str | None, option("--stub", "A scripted backend instead of a model (tests, client wiring).", "SCRIPT.json")
 ]
-MaxContext = Annotated[int | None, _option("--max-context", "Cap the context window (tokens).", "TOKENS")]
-Reasoning = Annotated[str | None, _option("--reasoning", f"Default reasoning level: {_LEVELS}.", "LEVEL")]
-Thinking = Annotated[str | None, _option("--thinking", "Shorthand for --reasoning on / off.", "on|off")]
+MaxContext = Annotated[int | None, option("--max-context", "Cap the context window (tokens).", "TOKENS")]
+Reasoning = Annotated[str | None, option("--reasoning", f"Default reasoning level: {_LEVELS}.", "LEVEL")]
+Thinking = Annotated[str | None, option("--thinking", "Shorthand for --reasoning on / off.", "on|off")]
 Dtype = Annotated[
     str,
-    _option("--dtype", "Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.", "DTYPE"),
+    option("--dtype", "Compute dtype: auto (fastest measured), float32, bfloat16, float16, native.", "DTYPE"),
 ]
 Memory = Annotated[
     bool,
-    typer.Option(
-        "--memory/--no-memory",
-        envvar="TINYTITAN_MEMORY",
-        help="Agent memory: memory_* tools the server runs itself, one journal per workspace.",
-    ),
+    option("--memory/--no-memory", "Agent memory: memory_* tools the server runs itself, one journal per workspace."),
 ]
 MemoryDir = Annotated[
     str | None,
-    _option(
+    option(
         "--memory-dir",
         "Where the memory journals live (default: tinytitan/memory in the user's data directory).",
         "DIR",

@@ -5,12 +5,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
-from tinytitan.cli.options import Dtype, Memory, MemoryDir, ModelFlags, ModelsDir, memory_dir, with_model_flags
+from tinytitan.cli.options import (
+    Dtype,
+    Memory,
+    MemoryDir,
+    ModelFlags,
+    ModelsDir,
+    memory_dir,
+    option,
+    with_model_flags,
+)
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 if TYPE_CHECKING:
@@ -27,129 +36,98 @@ def _fail(message: str) -> typer.Exit:
 def serve(
     flags: ModelFlags = ModelFlags(),
     models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
-    host: str = typer.Option(
-        DEFAULT_HOST,
-        "--host",
-        envvar="TINYTITAN_HOST",
-        metavar="HOST",
-        help="Address to bind. Anything but loopback requires --api-key.",
-    ),
-    port: int = typer.Option(
-        DEFAULT_PORT, "--port", envvar="TINYTITAN_PORT", metavar="PORT", help="Port to listen on."
-    ),
-    api_key: str = typer.Option(
-        None,
-        "--api-key",
-        envvar="TINYTITAN_API_KEY",
-        metavar="KEY",
-        help="Require this key (Bearer or x-api-key) on every route but /health.",
-    ),
-    cors_origin: list[str] = typer.Option(
-        [],
-        "--cors-origin",
-        envvar="TINYTITAN_CORS_ORIGIN",
-        metavar="ORIGIN",
-        help="Allow browser requests from this origin (repeatable).",
-    ),
-    queue_limit: int = typer.Option(
-        4,
-        "--queue-limit",
-        envvar="TINYTITAN_QUEUE_LIMIT",
-        help="Requests that may wait beyond the running ones; more are refused (429/529).",
-    ),
-    max_concurrent: int = typer.Option(
-        4,
-        "--max-concurrent",
-        envvar="TINYTITAN_MAX_CONCURRENT",
-        help="Generations decoded together in one batch (a model; a --stub runs one at a time).",
-    ),
-    log_level: str = typer.Option(
-        "info", "--log-level", envvar="TINYTITAN_LOG_LEVEL", help="debug, info, warning or error."
-    ),
-    prompt_cache_entries: int = typer.Option(
-        4,
-        "--prompt-cache-entries",
-        envvar="TINYTITAN_PROMPT_CACHE_ENTRIES",
-        help="KV snapshots kept for prompt-prefix reuse.",
-    ),
-    prompt_cache_mib: int = typer.Option(
-        2048, "--prompt-cache-mib", envvar="TINYTITAN_PROMPT_CACHE_MIB", help="Memory bound of the prompt cache (MiB)."
-    ),
-    prompt_cache_dir: str = typer.Option(
-        None,
-        "--prompt-cache-dir",
-        envvar="TINYTITAN_PROMPT_CACHE_DIR",
-        metavar="DIR",
-        help="Also keep prompt-cache KV snapshots on disk here, so long prefixes stay warm across restarts.",
-    ),
-    prompt_cache_disk_mib: int = typer.Option(
-        8192,
-        "--prompt-cache-disk-mib",
-        envvar="TINYTITAN_PROMPT_CACHE_DISK_MIB",
-        help="Size cap of --prompt-cache-dir (MiB); least recently used snapshots go first.",
-    ),
-    strip_cli_prompt: bool = typer.Option(
-        False,
-        "--strip-cli-prompt",
-        envvar="TINYTITAN_STRIP_CLI_PROMPT",
-        help="Apply the -fast strip (no tools, system prompts or reminder spans) to every request.",
-    ),
-    strip_tags: str = typer.Option(
-        "system-reminder",
-        "--strip-tags",
-        envvar="TINYTITAN_STRIP_TAGS",
-        metavar="TAG,TAG",
-        help="Tags whose <tag>…</tag> spans the -fast strip cuts (comma-separated).",
-    ),
-    keepalive: float = typer.Option(
-        5.0,
-        "--keepalive",
-        envvar="TINYTITAN_KEEPALIVE",
-        metavar="SECONDS",
-        help="Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
-    ),
+    host: Annotated[
+        str,
+        option("--host", "Address to bind. Anything but loopback requires --api-key.", "HOST"),
+    ] = DEFAULT_HOST,
+    port: Annotated[int, option("--port", "Port to listen on.", "PORT")] = DEFAULT_PORT,
+    api_key: Annotated[
+        str | None, option("--api-key", "Require this key (Bearer or x-api-key) on every route but /health.", "KEY")
+    ] = None,
+    cors_origin: Annotated[
+        list[str], option("--cors-origin", "Allow browser requests from this origin (repeatable).", "ORIGIN")
+    ] = [],  # noqa: B006 - Typer reads the default, never mutates it
+    queue_limit: Annotated[
+        int, option("--queue-limit", "Requests that may wait beyond the running ones; more are refused (429/529).")
+    ] = 4,
+    max_concurrent: Annotated[
+        int,
+        option("--max-concurrent", "Generations decoded together in one batch (a model; a --stub runs one at a time)."),
+    ] = 4,
+    log_level: Annotated[str, option("--log-level", "debug, info, warning or error.")] = "info",
+    prompt_cache_entries: Annotated[
+        int, option("--prompt-cache-entries", "KV snapshots kept for prompt-prefix reuse.")
+    ] = 4,
+    prompt_cache_mib: Annotated[int, option("--prompt-cache-mib", "Memory bound of the prompt cache (MiB).")] = 2048,
+    prompt_cache_dir: Annotated[
+        str | None,
+        option(
+            "--prompt-cache-dir",
+            "Also keep prompt-cache KV snapshots on disk here, so long prefixes stay warm across restarts.",
+            "DIR",
+        ),
+    ] = None,
+    prompt_cache_disk_mib: Annotated[
+        int,
+        option(
+            "--prompt-cache-disk-mib", "Size cap of --prompt-cache-dir (MiB); least recently used snapshots go first."
+        ),
+    ] = 8192,
+    strip_cli_prompt: Annotated[
+        bool,
+        option(
+            "--strip-cli-prompt", "Apply the -fast strip (no tools, system prompts or reminder spans) to every request."
+        ),
+    ] = False,
+    strip_tags: Annotated[
+        str, option("--strip-tags", "Tags whose <tag>…</tag> spans the -fast strip cuts (comma-separated).", "TAG,TAG")
+    ] = "system-reminder",
+    keepalive: Annotated[
+        float,
+        option(
+            "--keepalive",
+            "Seconds between SSE keepalives while a stream waits for its next event (a long prefill, a queue).",
+            "SECONDS",
+        ),
+    ] = 5.0,
     dtype: Dtype = "auto",
-    parallel: str = typer.Option(
-        "auto",
-        "--parallel",
-        envvar="TINYTITAN_PARALLEL",
-        metavar="auto|tensor|pipeline",
-        help="Under mlx.launch: how the ranks split the model (auto: tensor when the architecture offers it).",
-    ),
-    distributed_timeout: float = typer.Option(
-        60.0,
-        "--distributed-timeout",
-        envvar="TINYTITAN_DISTRIBUTED_TIMEOUT",
-        metavar="SECONDS",
-        help="Under mlx.launch: a rank silent this long (one step, or an idle heartbeat) stops the group.",
-    ),
+    parallel: Annotated[
+        str,
+        option(
+            "--parallel",
+            "Under mlx.launch: how the ranks split the model (auto: tensor when the architecture offers it).",
+            "auto|tensor|pipeline",
+        ),
+    ] = "auto",
+    distributed_timeout: Annotated[
+        float,
+        option(
+            "--distributed-timeout",
+            "Under mlx.launch: a rank silent this long (one step, or an idle heartbeat) stops the group.",
+            "SECONDS",
+        ),
+    ] = 60.0,
     memory: Memory = False,
-    memory_tools: str = typer.Option(
-        "full",
-        "--memory-tools",
-        envvar="TINYTITAN_MEMORY_TOOLS",
-        metavar="off|minimal|full",
-        help="Memory tools offered to the model (minimal: set, get, list; off: the recalled list only).",
-    ),
-    memory_tool_rounds: int = typer.Option(
-        4,
-        "--memory-tool-rounds",
-        envvar="TINYTITAN_MEMORY_TOOL_ROUNDS",
-        help="Memory-only turns the server runs per request before a final answer without them.",
-    ),
+    memory_tools: Annotated[
+        str,
+        option(
+            "--memory-tools",
+            "Memory tools offered to the model (minimal: set, get, list; off: the recalled list only).",
+            "off|minimal|full",
+        ),
+    ] = "full",
+    memory_tool_rounds: Annotated[
+        int,
+        option(
+            "--memory-tool-rounds", "Memory-only turns the server runs per request before a final answer without them."
+        ),
+    ] = 4,
     memory_directory: MemoryDir = None,
-    memory_fsync: bool = typer.Option(
-        False, "--memory-fsync", envvar="TINYTITAN_MEMORY_FSYNC", help="Sync the memory journal on every write."
-    ),
-    memory_max_records: int = typer.Option(
-        5000,
-        "--memory-max-records",
-        envvar="TINYTITAN_MEMORY_MAX_RECORDS",
-        help="Records kept per workspace; beyond it the least important go first.",
-    ),
-    memory_max_mib: int = typer.Option(
-        32, "--memory-max-mib", envvar="TINYTITAN_MEMORY_MAX_MIB", help="Memory kept per workspace (MiB)."
-    ),
+    memory_fsync: Annotated[bool, option("--memory-fsync", "Sync the memory journal on every write.")] = False,
+    memory_max_records: Annotated[
+        int, option("--memory-max-records", "Records kept per workspace; beyond it the least important go first.")
+    ] = 5000,
+    memory_max_mib: Annotated[int, option("--memory-max-mib", "Memory kept per workspace (MiB).")] = 32,
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:

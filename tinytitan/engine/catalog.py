@@ -55,45 +55,22 @@ class CatalogEntry:
     path: Path
     format: str  # what the path holds: "mlx" (a model directory) or "gguf" (a file)
     origin: str  # where it was found: "dir", "hf", "ollama", "lmstudio" or "embedded"
-    info: ModelInfo
-    architecture: str
-    parameters: int | None
-    quantization: str
-    size_bytes: int
-    tool_call_family: str | None
+    info: ModelInfo  # what serving needs
+    about: Description  # what a person compares: architecture, parameters, quantization, size, tool calls
     repo_id: str | None = None  # the hub id, for a model from the hub cache
-
-    @classmethod
-    def of(
-        cls, model_id: str, path: Path, fmt: str, origin: str, info: ModelInfo, about: Description, **extra: Any
-    ) -> CatalogEntry:
-        """The entry from a model's served facts and its description."""
-        return cls(
-            id=model_id,
-            path=path,
-            format=fmt,
-            origin=origin,
-            info=info,
-            architecture=about.architecture,
-            parameters=about.parameters,
-            quantization=about.quantization,
-            size_bytes=about.size_bytes,
-            tool_call_family=about.tool_call_family,
-            **extra,
-        )
 
     def as_json(self) -> dict[str, Any]:
         """The facts as ``tinytitan models --json`` and ``GET /v1/models?details=true`` give them."""
         return {
             "id": self.id,
-            "architecture": self.architecture,
-            "parameters": self.parameters,
-            "quantization": self.quantization,
-            "size_bytes": self.size_bytes,
+            "architecture": self.about.architecture,
+            "parameters": self.about.parameters,
+            "quantization": self.about.quantization,
+            "size_bytes": self.about.size_bytes,
             "context_window": self.info.context_window,
             "reasoning_levels": list(self.info.reasoning_levels),
             "default_reasoning": self.info.default_reasoning,
-            "tool_call_family": self.tool_call_family,
+            "tool_call_family": self.about.tool_call_family,
             "format": self.format,
             "origin": self.origin,
             "repo_id": self.repo_id,
@@ -121,7 +98,7 @@ def read_mlx_entry(
     """The entry for an MLX model directory; ``ModelUnavailable`` (one-line reason) if it cannot load."""
     check_loadable(path)
     facts = read_facts(path, model_id, max_context)
-    return CatalogEntry.of(model_id, path, "mlx", origin, facts.info, describe(facts), repo_id=repo_id)
+    return CatalogEntry(model_id, path, "mlx", origin, facts.info, describe(facts), repo_id=repo_id)
 
 
 def _entry_or_skip(path: Path, model_id: str, **kw: Any) -> CatalogEntry | Skipped:
@@ -200,7 +177,7 @@ class GgufStoreSource:
             except ModelUnavailable as exc:
                 yield Skipped(path, exc.message)
                 continue
-            yield CatalogEntry.of(row["id"], path, "gguf", row["source"], info, about)
+            yield CatalogEntry(row["id"], path, "gguf", row["source"], info, about)
 
 
 def source_for(spec: str | Path) -> Source:

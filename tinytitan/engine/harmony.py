@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.events import ReasoningDelta, ToolCall
-from tinytitan.engine.output_parser import Markers, OutputParser, new_call_id, partial_suffix
+from tinytitan.engine.output_parser import NO_OPTIONS, Markers, OutputParser, ParseOptions, new_call_id, partial_suffix
 
 __all__ = [
     "HARMONY_MARKERS",
@@ -111,21 +111,14 @@ def load_encoding(model_dir: Path, cache_dir: Path) -> Any:
 class HarmonyParser:
     """``OutputParser``'s interface over ``openai_harmony.StreamableParser``."""
 
-    def __init__(
-        self,
-        encoding: Any,
-        *,
-        stop: tuple[str, ...] = (),
-        namespaces: dict[str, str | None] | None = None,
-        tools: Any = None,
-        start_in_reasoning: bool = False,
-    ) -> None:
+    def __init__(self, encoding: Any, options: ParseOptions = NO_OPTIONS) -> None:
         from openai_harmony import Role, StreamableParser
 
         self.encoding = encoding
         self.parser = StreamableParser(encoding, role=Role.ASSISTANT)
-        self.visible = OutputParser(markers=_NO_MARKERS, stop=stop)  # stop strings and leading blanks
-        self.namespaces = namespaces or {}
+        # stop strings and leading blanks (the channels are harmony's, never <think> markers)
+        self.visible = OutputParser(ParseOptions(stop=options.stop), markers=_NO_MARKERS)
+        self.namespaces = options.namespaces
         self.broken = False  # the model left the format: the rest is shown as text
         self.header = ""  # raw text of a message header not yet read to its content
         self.held = ""  # a piece's tail that may be the start of a harmony token

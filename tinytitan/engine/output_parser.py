@@ -16,13 +16,21 @@ from __future__ import annotations
 import json
 import secrets
 import string
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 
-__all__ = ["EventParser", "Markers", "OutputParser", "json_tool_parser", "new_call_id", "partial_suffix"]
+__all__ = [
+    "EventParser",
+    "Markers",
+    "OutputParser",
+    "ParseOptions",
+    "json_tool_parser",
+    "new_call_id",
+    "partial_suffix",
+]
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -52,6 +60,19 @@ class Markers:
 QWEN_MARKERS = Markers()
 
 
+@dataclass(frozen=True, slots=True)
+class ParseOptions:
+    """What a parser is told of the request whose answer it reads (the same for every family's parser)."""
+
+    stop: tuple[str, ...] = ()  # stop strings: the visible text ends before the first one
+    namespaces: Mapping[str, str | None] = field(default_factory=dict)  # tool name → its namespace, for calls
+    tools: Any = None  # the request's tools, for a tool parser that reads their schemas
+    start_in_reasoning: bool = False  # the prompt opened a thought: the answer starts inside it
+
+
+NO_OPTIONS = ParseOptions()
+
+
 class EventParser(Protocol):
     """What generation asks of a parser: ``OutputParser``, or gpt-oss's ``HarmonyParser``."""
 
@@ -72,20 +93,15 @@ class OutputParser:
 
     def __init__(
         self,
+        options: ParseOptions = NO_OPTIONS,
         *,
         markers: Markers = QWEN_MARKERS,
         tool_parser: ToolParser = json_tool_parser,
-        stop: tuple[str, ...] = (),
-        namespaces: dict[str, str | None] | None = None,
-        tools: Any = None,
-        start_in_reasoning: bool = False,
     ) -> None:
+        self.options = options
         self.markers = markers
         self.tool_parser = tool_parser
-        self.stop = stop
-        self.namespaces = namespaces or {}
-        self.tools = tools
-        self.state = "reasoning" if start_in_reasoning else "text"
+        self.state = "reasoning" if options.start_in_reasoning else "text"
         self.buffer = ""
         self.tool_buffer = ""
         self.seen_text = False
@@ -157,7 +173,7 @@ class OutputParser:
             self.state = "text"
             return True
         # visible text: the earliest of a marker or a stop string
-        candidates = [(s, "stop") for s in self.stop]
+        candidates = [(s, "stop") for s in self.options.stop]
         if m.think_start:
             candidates.append((m.think_start, "reasoning"))
         if m.tool_start:
@@ -219,14 +235,16 @@ class OutputParser:
     def _emit_call(self, body: str, *, raw_prefix: str, raw_suffix: str = "") -> list[Any]:
         """One call section → its calls (a section may hold several); unparsable → shown as text."""
         try:
-            parsed = self.tool_parser(body, self.tools)
+            parsed = self.tool_parser(body, self.options.tools)
             calls = [_call(c) for c in (parsed if isinstance(parsed, list) else [parsed])]
             if not calls:
                 raise ValueError("no call")
         except (ValueError, KeyError, TypeError, SyntaxError):
             return self._visible(raw_prefix + body + raw_suffix)
         self.tool_calls += len(calls)
-        return [ToolCall(new_call_id(), name, arguments, self.namespaces.get(name)) for name, arguments in calls]
+        return [
+            ToolCall(new_call_id(), name, arguments, self.options.namespaces.get(name)) for name, arguments in calls
+        ]
 
 
 def _call(parsed: Any) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from tinytitan.engine.backends.base import Backend, Generation, Prompt
 from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.manager import ModelManager
+from tinytitan.engine.output_parser import ParseOptions
 from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
@@ -346,10 +347,12 @@ class Job:
         request = gen.request
         reason = "stop"
         parser = backend.output_parser(
-            stop=request.stop,
-            namespaces={t.name: t.namespace for t in request.tools},
-            tools=request.tools,
-            start_in_reasoning=gen.prompt.start_in_reasoning,
+            ParseOptions(
+                stop=request.stop,
+                namespaces={t.name: t.namespace for t in request.tools},
+                tools=request.tools,
+                start_in_reasoning=gen.prompt.start_in_reasoning,
+            )
         )
         pieces = backend.generate(gen)
         try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from tinytitan.testing.process import REPO_ROOT, free_port
+from tinytitan.testing.process import REPO_ROOT, free_port, stop, wait_started
 
 __all__ = ["Launched", "launch_group", "serve_model"]
 
@@ -61,29 +61,12 @@ class Launched:
 
 def _wait_ready(url: str, model: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     """Until one token comes back (the weights are loaded on every rank)."""
-    deadline = time.monotonic() + timeout
     body = {"model": model, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1, "temperature": 0}
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode} while starting")
-        try:
-            if httpx.post(url + "/v1/chat/completions", json=body, timeout=timeout).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("the server did not start in time")
-        time.sleep(0.2)
 
+    def answers() -> bool:
+        return httpx.post(url + "/v1/chat/completions", json=body, timeout=timeout).status_code == 200
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+    wait_started(process, answers, timeout, interval=0.2)
 
 
 def _serve_args(model_dir: Path, port: int, args: tuple[str, ...]) -> list[str]:
@@ -118,7 +101,7 @@ def launch_group(model_dir: Path, *args: str, ranks: int = 2, timeout: float = 3
             _wait_ready(group.url, model_dir.name, process, timeout)
             yield group
         finally:
-            _stop(process)
+            stop(process, 20)
 
 
 @contextmanager
@@ -138,4 +121,4 @@ def serve_model(model_dir: Path, *args: str, timeout: float = 300.0) -> Iterator
         _wait_ready(url, model_dir.name, process, timeout)
         yield url
     finally:
-        _stop(process)
+        stop(process, 20)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process"]
+__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process", "stop", "wait_started"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +30,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_started(
+    process: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float, interval: float = 0.05
+) -> None:
+    """Poll ``ready`` (a request to the server; a refused connection counts as not yet) until it says
+    True; ``RuntimeError`` when the process exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} while starting")
+        try:
+            if ready():
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not start in time")
+        time.sleep(interval)
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM, and SIGKILL when the process has not exited ``grace`` seconds later."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 @dataclass
@@ -85,25 +116,9 @@ def serve_process(
     process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL, stderr=err)
     server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if not server.alive:
-                raise RuntimeError(f"the server exited with {process.returncode} while starting")
-            try:
-                if httpx.get(server.url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not start in time")
-            time.sleep(0.05)
+        wait_started(process, lambda: httpx.get(server.url + "/health", timeout=1).status_code == 200, startup_timeout)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         if err is not None:
             err.close()

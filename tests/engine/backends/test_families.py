@@ -19,6 +19,7 @@ from tinytitan.api.offline import to_chat_request
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall
+from tinytitan.engine.output_parser import ParseOptions
 from tinytitan.engine.request import ValidatedRequest
 from tinytitan.engine.service import Engine
 from tinytitan.engine.validate import validate
@@ -163,7 +164,7 @@ def test_a_conversation_the_template_refuses_is_a_clear_400(backends: dict[str, 
 def parse(backend: MlxBackend, raw: str, piece: int) -> list[Any]:
     request = validated(backend, {"messages": [{"role": "user", "content": "Weather?"}], "tools": TOOLS})
     prompt = backend.render(request)
-    parser = backend.output_parser(tools=request.tools, start_in_reasoning=prompt.start_in_reasoning)
+    parser = backend.output_parser(ParseOptions(tools=request.tools, start_in_reasoning=prompt.start_in_reasoning))
     events: list[Any] = []
     for i in range(0, len(raw), piece):
         events += parser.feed(raw[i : i + piece])

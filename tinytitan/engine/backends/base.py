@@ -19,6 +19,7 @@ from tinytitan.engine.output_parser import (
     EventParser,
     Markers,
     OutputParser,
+    ParseOptions,
     ToolParser,
     json_tool_parser,
 )
@@ -95,9 +96,9 @@ class Backend(ABC):
         """
         return False
 
-    def output_parser(self, **options: Any) -> EventParser:
-        """The parser this model's raw output goes through (``OutputParser`` options: stop, tools, ...)."""
-        return OutputParser(markers=self.markers, tool_parser=self.tool_parser, **options)
+    def output_parser(self, options: ParseOptions) -> EventParser:
+        """The parser this model's raw output goes through, told of the request by ``options``."""
+        return OutputParser(options, markers=self.markers, tool_parser=self.tool_parser)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Finish background work (e.g. prompt-cache writes) before the process exits."""

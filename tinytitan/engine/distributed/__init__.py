@@ -28,7 +28,6 @@ from tinytitan.engine.distributed.channel import Channel, GroupLost
 from tinytitan.engine.distributed.group import PARALLELISMS, DistributedError, Group, detect
 from tinytitan.engine.distributed.liveness import EXIT_GROUP_LOST, Watchdog, exit_now
 from tinytitan.engine.distributed.lockstep import CacheOps
-from tinytitan.engine.request import Sampling
 
 if TYPE_CHECKING:
     from tinytitan.engine.distributed.leader import LockstepRunner
@@ -109,29 +108,11 @@ class Distributed:
         self.watchdog.close()
 
     # -- rank 0 -----------------------------------------------------------------------------------
-    def start_leader(
-        self,
-        model: Any,
-        cache: CacheOps,
-        eos: Sequence[int],
-        *,
-        make_sampler: Callable[[Sampling], Any],
-        make_processors: Callable[[Sampling, Sequence[int], int], list[Any]],
-        prefill_step: int,
-    ) -> LockstepRunner:
+    def start_leader(self, model: Any, cache: CacheOps, eos: Sequence[int]) -> LockstepRunner:
+        """Rank 0: the runner that generates and drives every rank, heartbeats four per timeout."""
         from tinytitan.engine.distributed.leader import LockstepRunner
 
-        self.runner = LockstepRunner(
-            model,
-            self.channel,
-            cache,
-            eos,
-            make_sampler=make_sampler,
-            make_processors=make_processors,
-            prefill_step=prefill_step,
-            heartbeat=self.timeout / 4,
-            on_lost=self._lost,
-        )
+        self.runner = LockstepRunner(model, self.channel, cache, eos, heartbeat=self.timeout / 4, on_lost=self._lost)
         return self.runner
 
     def check(self) -> None:

@@ -33,11 +33,8 @@ from tinytitan.engine.errors import TinyTitanError
 __all__ = ["Channel", "GroupLost", "Kind"]
 
 
-class GroupLost(TinyTitanError):
+class GroupLost(TinyTitanError, status=503, code="distributed_group_lost"):
     """A rank of the distributed group died or stopped answering: the server cannot generate."""
-
-    status = 503
-    code = "distributed_group_lost"
 
 
 class Kind(enum.IntEnum):

@@ -21,11 +21,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tinytitan.engine.backends.mlx.batch import END, Row
+from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, Row, drain
+from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.distributed.channel import Channel, GroupLost, Kind
 from tinytitan.engine.distributed.lockstep import CacheOps, Session, chunks
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
-from tinytitan.engine.request import Sampling
 
 __all__ = ["LockstepRunner"]
 
@@ -40,9 +40,6 @@ class LockstepRunner:
         cache: CacheOps,
         eos: Sequence[int],
         *,
-        make_sampler: Callable[[Sampling], Any],
-        make_processors: Callable[[Sampling, Sequence[int], int], list[Any]],
-        prefill_step: int,
         heartbeat: float,
         on_lost: Callable[[GroupLost], None],
     ) -> None:
@@ -50,10 +47,10 @@ class LockstepRunner:
         self.channel = channel
         self.cache = cache
         self.eos = frozenset(eos)
-        self.prefill_step = prefill_step
+        self.prefill_step = PREFILL_STEP  # the batch runner's chunks, samplers and processors
+        self.make_sampler = make_sampler
+        self.make_processors = make_processors
         self.heartbeat = heartbeat
-        self._make_sampler = make_sampler
-        self._make_processors = make_processors
         self._on_lost = on_lost
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.lost: GroupLost | None = None
@@ -83,13 +80,7 @@ class LockstepRunner:
                 return
             self.lost = error
             failed = [self._current] if self._current is not None else []
-            while True:
-                try:
-                    row = self._inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if row is not None:
-                    failed.append(row)
+            failed += drain(self._inbox)
         log.error("distributed: %s", error.message)
         for row in failed:
             row.out.put(error)
@@ -153,10 +144,10 @@ class LockstepRunner:
         """Prefill and decode ``row``; False when it failed (its error already handed over)."""
         import mlx.core as mx
 
-        processors = self._make_processors(row.sampling, row.tokens, session.reused)
+        processors = self.make_processors(row.sampling, row.tokens, session.reused)
         if row.mask is not None:
             processors.append(row.mask)  # last: penalties cannot re-open a masked token
-        sampler = self._make_sampler(row.sampling)
+        sampler = self.make_sampler(row.sampling)
         sizes = chunks(len(tail), self.prefill_step)
         for size in sizes[:-1]:
             if row.leaving:

@@ -16,22 +16,12 @@ __all__ = ["cache_ops", "load_shard"]
 
 def load_shard(backend: MlxBackend, distributed: Distributed) -> Any:
     """This rank's shard of ``backend``'s model; on rank 0 the runner that drives every rank starts."""
-    from tinytitan.engine.backends.mlx.batch import PREFILL_STEP
-    from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
-
     model = distributed.load(backend.source.path, backend.dtype)
     if distributed.group.leader:
         # built now, not at the first structured request: it holds the GIL for a second or more,
         # which would delay the runner's heartbeat
         _ = backend.lltokenizer
-        distributed.start_leader(
-            model,
-            cache_ops(backend, model),
-            backend.tokenizer.eos_token_ids,
-            make_sampler=make_sampler,
-            make_processors=make_processors,
-            prefill_step=PREFILL_STEP,
-        )
+        distributed.start_leader(model, cache_ops(backend, model), backend.tokenizer.eos_token_ids)
     return model
 
 

@@ -36,7 +36,7 @@ from tinytitan.engine.backends.mlx.template import (
     thinking_kwargs,
 )
 from tinytitan.engine.errors import InvalidRequest
-from tinytitan.engine.output_parser import EventParser, Markers, ToolParser, json_tool_parser
+from tinytitan.engine.output_parser import EventParser, Markers, ParseOptions, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.prompt_cache_disk import DiskTier
 from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
@@ -179,12 +179,12 @@ class MlxBackend(Backend):
                         raise ModelUnavailable(str(exc)) from exc
         return self._harmony
 
-    def output_parser(self, **options: Any) -> EventParser:
+    def output_parser(self, options: ParseOptions) -> EventParser:
         if self.syntax == HARMONY:
             from tinytitan.engine.harmony import HarmonyParser
 
-            return HarmonyParser(self.harmony, **options)
-        return super().output_parser(**options)
+            return HarmonyParser(self.harmony, options)
+        return super().output_parser(options)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def load(self) -> None:

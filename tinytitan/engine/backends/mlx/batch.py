@@ -37,7 +37,7 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.request import Sampling
 
-__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row"]
+__all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row", "drain"]
 
 log = logging.getLogger("tinytitan.mlx")
 
@@ -79,6 +79,18 @@ class Row:
     @property
     def leaving(self) -> bool:
         return self.gone.is_set() or self.cancel.is_set()
+
+
+def drain(inbox: queue.SimpleQueue[Row | None]) -> list[Row]:
+    """Empty a runner's inbox without waiting: the rows not yet taken (a closing ``None`` dropped)."""
+    rows: list[Row] = []
+    while True:
+        try:
+            row = inbox.get_nowait()
+        except queue.Empty:
+            return rows
+        if row is not None:
+            rows.append(row)
 
 
 class BatchRunner:
@@ -164,13 +176,8 @@ class BatchRunner:
         finally:
             with self._lock:  # the next submit starts a fresh runner; rows not yet taken fail now
                 self._thread = None
-                while True:
-                    try:
-                        waiting = self._inbox.get_nowait()
-                    except queue.Empty:
-                        break
-                    if waiting is not None:
-                        rows[-id(waiting)] = waiting
+                for waiting in drain(self._inbox):
+                    rows[-id(waiting)] = waiting
             for row in rows.values():
                 row.out.put(error)
             gen.close()
