@@ -3,8 +3,9 @@
 One runner thread owns the model and drives every generation as a row of one batch: each step
 decodes one token for every running row, then prefills one chunk (``PREFILL_STEP`` tokens) of at
 most one newcomer — so a newcomer's prompt never stalls the running streams for longer than one
-chunk. A row joins at the next step and leaves the moment it ends, is stopped or is cancelled (its
-batch slot is free at the next step). mlx-lm supplies the batched KV caches (``BatchKVCache``), the
+chunk; with no stream to hold up, chunks are ``PREFILL_ALONE`` tokens (large products run faster).
+A row joins at the next step and leaves the moment it ends, is stopped or is cancelled (its batch
+slot is free at the next step). mlx-lm supplies the batched KV caches (``BatchKVCache``), the
 prefill/decode interleaving and per-row samplers and logits processors; this module adds what
 serving needs around them:
 
@@ -41,8 +42,8 @@ __all__ = ["END", "PREFILL_STEP", "BatchRunner", "Row", "drain"]
 
 log = logging.getLogger("tinytitan.mlx")
 
-PREFILL_STEP = 256  # prompt tokens per prefill chunk (the longest a newcomer holds the running rows up);
-# measured: BLIS prefills 2.2× faster in 256-token chunks than in 512 (OpenBLAS 0.93×), bench_decode.py
+PREFILL_STEP = 256  # prompt tokens per prefill step while other rows decode (the longest a newcomer holds them up)
+PREFILL_ALONE = 2048  # … and while none does: BLIS multiplies 2048 rows ~3× faster a row than 256 (bench_decode.py)
 END = object()  # the last item of a row's queue after a normal end
 
 
@@ -59,6 +60,7 @@ class Row:
     out: queue.SimpleQueue[Any] = field(default_factory=queue.SimpleQueue)
     gone: threading.Event = field(default_factory=threading.Event)  # the reader stopped reading
     error: BaseException | None = None
+    decoding: bool = False  # its prompt is done and it has sampled a token
 
     def leave(self) -> None:
         """The reader is done with this row (stop string, cap, client gone): free its slot."""
@@ -105,6 +107,7 @@ class BatchRunner:
         sampler: Callable[[Sampling], Any] = make_sampler,
         processors: Callable[[Sampling, Sequence[int], int], list[Any]] = make_processors,
         prefill_step: int = PREFILL_STEP,
+        prefill_alone: int = PREFILL_ALONE,
         device: str | None = None,
     ) -> None:
         self.model = model
@@ -114,6 +117,7 @@ class BatchRunner:
         self.eos = list(eos)
         self.max_rows = max(1, max_rows)
         self.prefill_step = prefill_step
+        self.prefill_alone = max(prefill_step, prefill_alone)
         self.make_sampler = sampler  # per row, from its request (a benchmark may swap it)
         self.make_processors = processors
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
@@ -159,7 +163,7 @@ class BatchRunner:
             self.model,
             completion_batch_size=self.max_rows,
             prefill_batch_size=1,
-            prefill_step_size=self.prefill_step,
+            prefill_step_size=self.prefill_alone,  # its prompt batch's largest product; each step sets its own
         )
         rows: dict[int, Row] = {}
         error: BaseException = GenerationFailed("the model was unloaded")
@@ -259,6 +263,8 @@ class BatchRunner:
 
     def _step(self, gen: Any, rows: dict[int, Row]) -> None:
         began = time.perf_counter()
+        # mlx-lm reads the chunk size at each step: a short one only when it would hold up a stream
+        gen.prefill_step_size = self.prefill_step if any(r.decoding for r in rows.values()) else self.prefill_alone
         with gen.stats() as stats:
             _prompts, responses = gen.next()
         self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
@@ -268,6 +274,7 @@ class BatchRunner:
             if row is None:
                 continue
             self.tokens_generated += 1
+            row.decoding = True
             if row.error is not None:
                 continue  # sampled from unmasked logits: dropped, and the row fails before the next step
             row.out.put(int(response.token))

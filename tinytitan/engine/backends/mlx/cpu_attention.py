@@ -1,0 +1,194 @@
+"""Attention over prompt chunks on the CPU, computed with NumPy.
+
+mlx's CPU backend evaluates ``exp`` one element at a time (13 ns an element on a 2-core Zen 4,
+where NumPy's vectorized ``exp`` takes 1 ns), and attention over a long prompt is mostly ``exp``:
+a 256-token chunk against 3,137 keys spends ~290 ms per layer of the 0.6B shape in
+``mx.fast.scaled_dot_product_attention`` (mlx's unfused CPU fallback: scores, mask, softmax,
+values) and ~60 ms here (``benchmarks/bench_decode.py --only attention``). The query heads that
+share a key head are stacked into one matrix (one product per key head, not one per query head),
+and the queries go in blocks of ``BLOCK``, each against the keys it may see, so a long chunk costs
+what causal attention needs rather than its full square.
+
+``install()`` wraps ``mx.fast.scaled_dot_product_attention`` once per process (model code looks it
+up on every call). The wrapper takes prompt chunks — more than one query — in float32 on the CPU
+with a causal or boolean mask (or none) and no attention sinks; everything else (a decode step, a
+GPU, bf16, sinks, additive masks) goes to mlx's own. It evaluates its inputs, so it ends mlx's lazy
+graph at every layer: right for a prefill, which is evaluated chunk by chunk anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BLOCK", "attention", "install", "installed", "uninstall"]
+
+BLOCK = 256  # query rows per block: the masked part of a block is at most BLOCK × BLOCK / 2 scores
+
+_lock = threading.Lock()
+_original: Any = None
+_workers: Any = None  # the threads attention shares its heads among
+
+
+def installed() -> bool:
+    return _original is not None
+
+
+def install() -> None:
+    """Route CPU prefill attention through ``attention`` (idempotent, process-wide)."""
+    global _original
+    import mlx.core as mx
+
+    with _lock:
+        if _original is None:
+            _original = mx.fast.scaled_dot_product_attention
+            mx.fast.scaled_dot_product_attention = _dispatch
+
+
+def uninstall() -> None:
+    """Give mlx its own attention back (benchmarks and tests compare the two)."""
+    global _original
+    import mlx.core as mx
+
+    with _lock:
+        if _original is not None:
+            mx.fast.scaled_dot_product_attention = _original
+            _original = None
+
+
+def _dispatch(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None, sinks: Any = None, **extra: Any) -> Any:
+    if _takes(q, k, v, mask, sinks, extra):
+        return attention(q, k, v, scale=scale, mask=mask)
+    if sinks is not None:
+        extra["sinks"] = sinks
+    return _original(q, k, v, scale=scale, mask=mask, **extra)
+
+
+def _takes(q: Any, k: Any, v: Any, mask: Any, sinks: Any, extra: dict[str, Any]) -> bool:
+    import mlx.core as mx
+
+    if extra or sinks is not None or q.ndim != 4 or q.shape[2] < 2:
+        return False
+    if not (q.dtype == k.dtype == v.dtype == mx.float32) or mx.default_device() != mx.cpu:
+        return False
+    if mask is None or isinstance(mask, str):
+        return mask in (None, "causal")
+    return isinstance(mask, mx.array) and mask.dtype == mx.bool_
+
+
+def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
+    """softmax(q·kᵀ·scale, masked)·v for q ``(B, Hq, L, D)`` and k, v ``(B, Hkv, S, D)``, S ≥ L.
+
+    ``mask``: None, ``"causal"`` (query i sees keys up to ``S - L + i``, as mlx aligns it) or a
+    boolean array broadcastable to ``(B, Hq, L, S)`` (True = may attend). The key heads are shared
+    out among the cores (NumPy releases the GIL in its loops and products)."""
+    import mlx.core as mx
+    import numpy as np
+
+    mx.eval(q, k, v, *([mask] if isinstance(mask, mx.array) else []))
+    batch, q_heads, length, dim = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    group = q_heads // kv_heads
+    heads = _Heads(
+        queries=np.asarray(q).reshape(batch * kv_heads, group, length, dim),
+        keys=np.asarray(k).reshape(batch * kv_heads, keys, dim),
+        values=np.asarray(v).reshape(batch * kv_heads, keys, dim),
+        allowed=_mask_rows(np.asarray(mask), batch, kv_heads, group) if isinstance(mask, mx.array) else None,
+        causal=isinstance(mask, str),
+        scale=scale,
+        kv_heads=kv_heads,
+        out=np.empty((batch * kv_heads, group, length, dim), dtype=np.float32),
+    )
+    units = range(batch * kv_heads)
+    workers = _pool()
+    share = -(-len(units) // workers._max_workers)
+    list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
+    return mx.array(heads.out.reshape(batch, q_heads, length, dim))
+
+
+@dataclass
+class _Heads:
+    queries: Any  # (B·Hkv, group, L, D)
+    keys: Any  # (B·Hkv, S, D)
+    values: Any
+    allowed: Any  # (B|1, Hkv|1, group|1, L, S) booleans, or None
+    causal: bool
+    scale: float
+    kv_heads: int
+    out: Any  # (B·Hkv, group, L, D)
+
+    def attend(self, units: range) -> None:
+        import numpy as np
+
+        _, group, length, dim = self.queries.shape
+        total_keys = self.keys.shape[1]
+        lowest = np.finfo(np.float32).min  # not -inf: a row with every key masked stays finite, as in mlx
+        for unit in units:
+            for start in range(0, length, BLOCK):
+                stop = min(start + BLOCK, length)
+                rows = stop - start
+                seen = total_keys - length + stop if self.causal else total_keys  # the keys the block may see
+                block = np.ascontiguousarray(self.queries[unit, :, start:stop]).reshape(group * rows, dim)
+                scores = block @ self.keys[unit, :seen].T
+                scores *= self.scale
+                grid = scores.reshape(group, rows, seen)
+                allowed = self._allowed(unit, start, stop, seen)
+                if allowed is not None:
+                    np.copyto(grid, lowest, where=~allowed)
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)
+                total = scores.sum(axis=-1, keepdims=True)
+                values = scores @ self.values[unit, :seen]
+                values /= total
+                self.out[unit, :, start:stop] = values.reshape(group, rows, dim)
+
+    def _allowed(self, unit: int, start: int, stop: int, seen: int) -> Any:
+        """The block's mask, ``(group|1, rows, seen)``; None when every score stays."""
+        import numpy as np
+
+        if self.causal:  # a query sees the keys up to its own position
+            first = seen - (stop - start)
+            return (np.arange(seen)[None] <= np.arange(first, seen)[:, None])[None]
+        if self.allowed is None:
+            return None
+        b, h = divmod(unit, self.kv_heads)
+        batches, heads = self.allowed.shape[:2]
+        return self.allowed[b if batches > 1 else 0, h if heads > 1 else 0, :, start:stop, :seen]
+
+
+def _pool() -> Any:
+    global _workers
+    with _lock:
+        if _workers is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _workers = ThreadPoolExecutor(
+                max_workers=os.cpu_count() or 1, thread_name_prefix="tinytitan-attention", initializer=_one_blas_thread
+            )
+    return _workers
+
+
+def _one_blas_thread() -> None:
+    """Each worker is one core: NumPy's own OpenBLAS (its wheel's, 0.3.27 or later) gets one thread in
+    it, or two workers × its threads would fight over the cores (attention 2.3× slower on 2 cores)."""
+    import ctypes
+    import glob
+
+    import numpy as np
+
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "libscipy_openblas*.so")
+    for path in glob.glob(libs):
+        setter = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
+        if setter is not None:
+            setter(1)
+
+
+def _mask_rows(mask: Any, batch: int, kv_heads: int, group: int) -> Any:
+    """A boolean mask as ``(B|1, Hkv|1, group|1, L, S)``, to broadcast over the stacked scores."""
+    while mask.ndim < 4:
+        mask = mask[None]
+    if mask.shape[1] == 1:
+        return mask[:, :, None]
+    return mask.reshape(mask.shape[0], kv_heads, group, *mask.shape[2:])
