@@ -1,6 +1,7 @@
 """Decode against the memory-bandwidth bound (0.6B shape, fp32), and what moves it. Prints ratios.
 
-    python benchmarks/bench_decode.py [--blas openblas|blis|LIB.so] [--decode 16] [--only bw,decode,compile,prefill]
+    python benchmarks/bench_decode.py [--blas openblas|blis|LIB.so] [--decode 16]
+                                      [--only bw,decode,compile,attention,prefill]
 
 - **bw**: read bandwidth measured here with numpy (1 GiB summed by one thread, and by two), the
   bytes a decode step reads (every weight once — the tied embedding as the LM head — plus the KV
@@ -10,8 +11,12 @@
   fraction of the bound. Also the time one LM-head matmul takes vs numpy's on the same matrix (the
   profile says where a step's time goes).
 - **compile**: the same decode with every layer's MLP and norms under ``mx.compile``.
-- **prefill**: prefill tok/s of a 2048-token prompt by chunk size (512 first and last, then the
-  ``--chunks`` between).
+- **attention**: one layer's attention over a prompt chunk (256 and 2048 queries, 3,137 keys, the
+  0.6B shape's 16 query / 8 key heads), mlx's ``mx.fast.scaled_dot_product_attention`` vs ours
+  (``engine/backends/mlx/cpu_attention.py``), and mlx's ``exp`` vs NumPy's on the same scores.
+- **prefill**: prefill tok/s of a ``--prefill-prompt``-token prompt: our ``BatchRunner`` as it runs
+  now (NumPy attention, 2048-token chunks when alone), as it ran before (mlx attention, 256-token
+  chunks), and mlx-lm's ``generate_step`` in 2048-token chunks (what ``mlx_lm.server`` does).
 
 The BLAS is preloaded by re-executing this script (``--blas``: Debian's OpenBLAS, Debian's BLIS
 ``libblis4-pthread``, or a library path). Times on this shared box are noisy: compare the ratios
@@ -129,16 +134,7 @@ def head_matmul(model: Any) -> tuple[float, float]:
     x = mx.ones((1, w.shape[1]), dtype=w.dtype)
     wn, xn = np.array(w), np.ones((1, w.shape[1]), dtype=np.float32)
 
-    def best(fn: Any) -> float:
-        fn()
-        out = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            fn()
-            out = min(out, time.perf_counter() - t)
-        return out
-
-    return best(lambda: mx.eval(x @ w.T)), best(lambda: xn @ wn.T)
+    return best_of(lambda: mx.eval(x @ w.T), 5), best_of(lambda: xn @ wn.T, 5)
 
 
 def compile_layers(model: Any) -> None:
@@ -159,11 +155,72 @@ def compile_layers(model: Any) -> None:
             setattr(layer, name, Compiled(getattr(layer, name)))
 
 
-def prefill_rate(model: Any, prompt: list[int], chunk: int) -> float:
+def attention_times(length: int, keys: int = 3137) -> tuple[float, float]:
+    """Seconds of one layer's attention, mlx's and ours, for ``length`` queries against ``keys``."""
+    import mlx.core as mx
+
+    from tinytitan.engine.backends.mlx import cpu_attention
+
+    cpu_attention.uninstall()
+    q = mx.random.normal((1, 16, length, 128))
+    k, v = mx.random.normal((1, 8, keys, 128)) * 0.1, mx.random.normal((1, 8, keys, 128))
+    mask = "causal"
+    theirs = best_of(lambda: mx.eval(mx.fast.scaled_dot_product_attention(q, k, v, scale=0.088, mask=mask)))
+    ours = best_of(lambda: mx.eval(cpu_attention.attention(q, k, v, scale=0.088, mask=mask)))
+    return theirs, ours
+
+
+def exp_times() -> tuple[float, float]:
+    import mlx.core as mx
+    import numpy as np
+
+    scores = mx.random.normal((8, 512, 3137))
+    mx.eval(scores)
+    copy = np.array(scores)
+    return best_of(lambda: mx.eval(mx.exp(scores))), best_of(lambda: np.exp(copy))
+
+
+def best_of(fn: Any, runs: int = 3) -> float:
+    fn()
+    out = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - t)
+    return out
+
+
+def prefill_runner(model: Any, prompt: list[int], alone: int, numpy_attention: bool) -> float:
+    """Prefill tok/s of ``prompt`` through a one-row ``BatchRunner`` (time to its first token)."""
+    import queue
+
+    from tinytitan.engine.backends.mlx import cpu_attention
+    from tinytitan.engine.backends.mlx.batch import END, BatchRunner, Row
+    from tinytitan.engine.prompt_cache import PromptCache
+    from tinytitan.engine.request import Sampling
+
+    (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
+    runner = BatchRunner(model, PromptCache(0), "bench", [], 4, prefill_alone=alone)
+    row = Row(list(prompt), 2, Sampling(temperature=0.0), threading.Event(), out=queue.SimpleQueue())
+    t = time.perf_counter()
+    runner.submit(row)
+    row.out.get()
+    rate = len(prompt) / (time.perf_counter() - t)
+    while row.out.get() is not END:
+        pass
+    runner.close()
+    return rate
+
+
+def prefill_direct(model: Any, prompt: list[int], chunk: int) -> float:
+    """Prefill tok/s of mlx-lm's ``generate_step`` (mlx attention) in ``chunk``-token steps."""
     import mlx.core as mx
     from mlx_lm.generate import generate_step
     from mlx_lm.models.cache import make_prompt_cache
 
+    from tinytitan.engine.backends.mlx import cpu_attention
+
+    cpu_attention.uninstall()
     t = time.perf_counter()
     steps = generate_step(
         mx.array(prompt), model, max_tokens=1, prompt_cache=make_prompt_cache(model), prefill_step_size=chunk
@@ -178,9 +235,8 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="model directory (default: the 0.6B-shape fp32 build)")
     parser.add_argument("--decode", type=int, default=16, help="tokens decoded per measurement")
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens before decoding")
-    parser.add_argument("--only", default="bw,decode,compile,prefill")
-    parser.add_argument("--prefill-prompt", type=int, default=2048, help="prompt tokens in prefill")
-    parser.add_argument("--chunks", default="256,1024,2048", help="chunk sizes compared with 512 in prefill")
+    parser.add_argument("--only", default="bw,decode,compile,attention,prefill")
+    parser.add_argument("--prefill-prompt", type=int, default=3137, help="prompt tokens in prefill")
     args = parser.parse_args()
     lib = preload(args.blas)
     parts = set(args.only.split(","))
@@ -220,14 +276,27 @@ def main() -> None:
         compiled = decode_direct(model, prompt, args.decode)
         again = decode_direct(model, prompt, args.decode)
         print(f"compile: mx.compile'd MLPs and norms ÷ plain = {max(compiled, again) / direct:.3f}")
+    if "attention" in parts:
+        for length in (256, 2048):
+            theirs, ours = attention_times(length)
+            print(
+                f"attention, {length} queries × 3137 keys, one layer: mlx {theirs * 1e3:.0f} ms, "
+                f"ours {ours * 1e3:.0f} ms (ours ÷ mlx {ours / theirs:.2f})"
+            )
+        mlx_exp, np_exp = exp_times()
+        print(f"exp of 12.9M floats: mlx {mlx_exp * 1e3:.0f} ms, numpy {np_exp * 1e3:.0f} ms", flush=True)
     if "prefill" in parts:
+        from tinytitan.engine.backends.mlx.batch import PREFILL_ALONE, PREFILL_STEP
+
         long_prompt = list(range(2000, 2000 + args.prefill_prompt))
-        prefill_rate(model, long_prompt[:256], 256)  # warm
-        chunks = [512, *(int(c) for c in args.chunks.split(",") if c), 512]
-        rates = [(chunk, prefill_rate(model, long_prompt, chunk)) for chunk in chunks]
-        base = (rates[0][1] + rates[-1][1]) / 2  # chunk 512, first and last (drift)
-        print("prefill tok/s by chunk: " + ", ".join(f"{c}: {r:.1f}" for c, r in rates))
-        print("prefill ÷ chunk 512 (mean of first and last): " + ", ".join(f"{c}: {r / base:.2f}" for c, r in rates))
+        now = prefill_runner(model, long_prompt, PREFILL_ALONE, True)
+        before = prefill_runner(model, long_prompt, PREFILL_STEP, False)
+        peer = prefill_direct(model, long_prompt, 2048)
+        print(
+            f"prefill tok/s of {len(long_prompt)} tokens: BatchRunner now {now:.1f}, before {before:.1f}, "
+            f"generate_step (2048) {peer:.1f}"
+        )
+        print(f"prefill now ÷ before = {now / before:.2f}; now ÷ generate_step = {now / peer:.2f}")
 
 
 if __name__ == "__main__":

@@ -205,6 +205,26 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
     assert len(tokens_while_prefilling) >= 3
 
 
+def test_a_lone_long_prompt_is_prefilled_in_large_chunks(live: LiveServer) -> None:
+    from tinytitan.engine.backends.mlx.batch import PREFILL_STEP
+
+    wait_until(lambda: live.engine.queue.running == 0)
+    steps_before = len(runner(live).steps)
+    body = {
+        "model": live.engine.info.id,
+        "messages": [{"role": "user", "content": "word " * (3 * PREFILL_STEP)}],
+        "max_tokens": 2,
+        "temperature": 0,
+        **OFF,
+    }
+    response = httpx.post(live.v1 + "/chat/completions", json=body, timeout=300)
+    assert response.status_code == 200
+    prompt_tokens = response.json()["usage"]["prompt_tokens"]
+    prefilling = [n for _rows, n, _seconds in list(runner(live).steps)[steps_before:] if n > 0]
+    assert prompt_tokens > 3 * PREFILL_STEP
+    assert prefilling == [prompt_tokens - 1]  # no stream to hold up: the prompt in one step
+
+
 def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveServer) -> None:
     requests: list[tuple[str, dict[str, Any]]] = [
         ("Tell a tale.", {"temperature": 1.0, "seed": 7, "max_tokens": 24}),
