@@ -2,12 +2,12 @@
 
 mlx's CPU backend evaluates ``exp`` one element at a time (13 ns an element on a 2-core Zen 4,
 where NumPy's vectorized ``exp`` takes 1 ns), and attention over a long prompt is mostly ``exp``:
-a 256-token chunk against 3,137 keys spends ~290 ms per layer of the 0.6B shape in
+a 256-token chunk against 3,137 keys spends ~240 ms per layer of the 0.6B shape in
 ``mx.fast.scaled_dot_product_attention`` (mlx's unfused CPU fallback: scores, mask, softmax,
-values) and ~60 ms here (``benchmarks/bench_decode.py --only attention``). The query heads that
-share a key head are stacked into one matrix (one product per key head, not one per query head),
-and the queries go in blocks of ``BLOCK``, each against the keys it may see, so a long chunk costs
-what causal attention needs rather than its full square.
+values) and ~50 ms here on 2 cores (``benchmarks/bench_decode.py --only attention``). The query
+heads that share a key head are stacked into one matrix (one product per key head, not one per
+query head), and the queries go in blocks of ``BLOCK``, each against the keys it may see, so a
+long chunk costs what causal attention needs rather than its full square.
 
 ``install()`` wraps ``mx.fast.scaled_dot_product_attention`` once per process (model code looks it
 up on every call). The wrapper takes prompt chunks — more than one query — in float32 on the CPU
