@@ -36,23 +36,23 @@ def _masks(batch: int, heads: int, length: int, keys: int) -> dict[str, Any]:
     }
 
 
-SHAPES = [  # batch, query heads, key heads, queries, keys
-    (1, 16, 8, 300, 700),  # grouped heads, two blocks, a cached prefix
-    (2, 4, 4, 5, 9),  # a batch, one head per key head
-    (1, 8, 2, 600, 600),  # three blocks, no prefix
-    (3, 6, 2, 257, 1000),  # a block of one row
+SHAPES = [  # batch, query heads, key heads, queries, keys, value width
+    (1, 16, 8, 300, 700, 64),  # grouped heads, two blocks, a cached prefix
+    (2, 4, 4, 5, 9, 64),  # a batch, one head per key head
+    (1, 8, 2, 600, 600, 64),  # three blocks, no prefix
+    (3, 6, 2, 257, 1000, 32),  # a block of one row; values narrower than keys (plamo2)
 ]
 
 
 @pytest.mark.parametrize("mask_name", ["none", "causal", "causal array", "left padding", "per head"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matches_mlx(mlx_attention: Callable[..., Any], shape: tuple[int, ...], mask_name: str) -> None:
-    batch, q_heads, kv_heads, length, keys = shape
+    batch, q_heads, kv_heads, length, keys, value_width = shape
     rng = mx.random.key(0)
     q = mx.random.normal((batch, q_heads, length, 64), key=rng)
     cache = mx.random.normal((batch, kv_heads, keys + 256, 64), key=mx.random.key(2))
     k = cache[:, :, :keys]  # a view into a larger buffer, as a KV cache hands it out
-    v = mx.random.normal((batch, kv_heads, keys, 64), key=mx.random.key(3))
+    v = mx.random.normal((batch, kv_heads, keys, value_width), key=mx.random.key(3))
     mask = _masks(batch, q_heads, length, keys)[mask_name]
     ours = cpu_attention.attention(q, k, v, scale=0.125, mask=mask)
     theirs = mlx_attention(q, k, v, scale=0.125, mask=mask)

@@ -79,7 +79,7 @@ def _takes(q: Any, k: Any, v: Any, mask: Any, sinks: Any, extra: dict[str, Any])
 
 
 def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
-    """softmax(q·kᵀ·scale, masked)·v for q ``(B, Hq, L, D)`` and k, v ``(B, Hkv, S, D)``, S ≥ L.
+    """softmax(q·kᵀ·scale, masked)·v for q ``(B, Hq, L, D)``, k ``(B, Hkv, S, D)``, v ``(B, Hkv, S, Dv)``.
 
     ``mask``: None, ``"causal"`` (query i sees keys up to ``S - L + i``, as mlx aligns it) or a
     boolean array broadcastable to ``(B, Hq, L, S)`` (True = may attend). The key heads are shared
@@ -94,18 +94,18 @@ def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
     heads = _Heads(
         queries=np.asarray(q).reshape(batch * kv_heads, group, length, dim),
         keys=np.asarray(k).reshape(batch * kv_heads, keys, dim),
-        values=np.asarray(v).reshape(batch * kv_heads, keys, dim),
+        values=np.asarray(v).reshape(batch * kv_heads, keys, v.shape[-1]),
         allowed=_mask_rows(np.asarray(mask), batch, kv_heads, group) if isinstance(mask, mx.array) else None,
         causal=isinstance(mask, str),
         scale=scale,
         kv_heads=kv_heads,
-        out=np.empty((batch * kv_heads, group, length, dim), dtype=np.float32),
+        out=np.empty((batch * kv_heads, group, length, v.shape[-1]), dtype=np.float32),
     )
     units = range(batch * kv_heads)
     workers = _pool()
     share = -(-len(units) // workers._max_workers)
     list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
-    return mx.array(heads.out.reshape(batch, q_heads, length, dim))
+    return mx.array(heads.out.reshape(batch, q_heads, length, v.shape[-1]))
 
 
 @dataclass
@@ -142,7 +142,7 @@ class _Heads:
                 total = scores.sum(axis=-1, keepdims=True)
                 values = scores @ self.values[unit, :seen]
                 values /= total
-                self.out[unit, :, start:stop] = values.reshape(group, rows, dim)
+                self.out[unit, :, start:stop] = values.reshape(group, rows, -1)
 
     def _allowed(self, unit: int, start: int, stop: int, seen: int) -> Any:
         """The block's mask, ``(group|1, rows, seen)``; None when every score stays."""
