@@ -161,13 +161,11 @@ class DiskTier:
             return None, 0
         self._touch(names[: len(parts)])
         cache = []
-        for layer in range(len(parts[0])):
-            k = np.concatenate([p[layer][0] for p in parts], axis=2)
-            v = np.concatenate([p[layer][1] for p in parts], axis=2)
+        for layer in range(len(parts[0])):  # joined by mlx: NumPy's join into fresh memory was 10× slower
+            k = mx.concatenate([mx.array(p[layer][0]) for p in parts], axis=2)
+            v = mx.concatenate([mx.array(p[layer][1]) for p in parts], axis=2)
             c = KVCache()
-            c.keys, c.values = mx.array(k), mx.array(v)
-            if dtype == "BF16":
-                c.keys, c.values = c.keys.view(mx.bfloat16), c.values.view(mx.bfloat16)
+            c.keys, c.values = (k.view(mx.bfloat16), v.view(mx.bfloat16)) if dtype == "BF16" else (k, v)
             c.offset = k.shape[2]
             cache.append(c)
         mx.eval([(c.keys, c.values) for c in cache])
