@@ -38,14 +38,22 @@ from typing import Any
 
 import numpy as np
 
-from tinytitan.engine.prompt_cache_file import FORMAT, SUFFIX, VERSION, BadBlock, read_block, read_header, write_block
+from tinytitan.engine.prompt_cache_file import (
+    FORMAT,
+    SUFFIX,
+    VERSION,
+    BadBlock,
+    drop_abandoned,
+    read_block,
+    read_header,
+    write_block,
+)
 
 __all__ = ["BLOCK", "DiskTier", "chain"]
 
 log = logging.getLogger("tinytitan.prompt_cache")
 
 BLOCK = 256  # tokens per block file
-_STALE_TMP = 3600.0  # seconds after which a temporary file of a live process counts as abandoned
 _MX_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 
 
@@ -340,7 +348,7 @@ class DiskTier:
         for entry in os.scandir(self.directory):
             path = Path(entry.path)
             if entry.name.endswith(".tmp") and entry.name.startswith("."):
-                _drop_abandoned(path)
+                drop_abandoned(path)
                 continue
             if not entry.name.endswith(SUFFIX) or not entry.is_file():
                 continue
@@ -365,25 +373,6 @@ class DiskTier:
             found.update(self._index)
             self._index = found
         self._evict()
-
-
-def _drop_abandoned(path: Path) -> None:
-    """Remove a writer's temporary file when its process is gone or it is long abandoned."""
-    try:
-        pid = int(path.name.rsplit(".", 2)[-2])
-        age = time.time() - path.stat().st_mtime
-    except (ValueError, IndexError, OSError):
-        return
-    alive = True
-    if pid != os.getpid():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            pass
-    if not alive or age > _STALE_TMP:
-        path.unlink(missing_ok=True)
 
 
 def _views(cache: list[Any]) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]] | None:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "VERSION",
     "BadBlock",
     "BlockHeader",
+    "drop_abandoned",
     "read_block",
     "read_header",
     "write_block",
@@ -43,6 +45,7 @@ FORMAT = "tinytitan-kv"
 VERSION = 1  # bump when the layout or the meaning of a field changes: old files are then ignored
 SUFFIX = ".ttkv"
 MAX_HEADER = 16 * 2**20
+STALE_TMP = 3600.0  # seconds after which a temporary file of a live process counts as abandoned
 
 # safetensors dtype names; bfloat16 travels as its raw 16-bit pattern
 _DTYPES: dict[str, np.dtype[Any]] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
@@ -237,3 +240,22 @@ def read_block(path: Path) -> tuple[BlockHeader, list[tuple[np.ndarray, np.ndarr
         return array
 
     return header, [(tensor(f"k.{i}"), tensor(f"v.{i}")) for i in range(header.layers)]
+
+
+def drop_abandoned(path: Path) -> None:
+    """Remove a writer's temporary file (``.NAME.PID.tmp``) when its process is gone or it is long abandoned."""
+    try:
+        pid = int(path.name.rsplit(".", 2)[-2])
+        age = time.time() - path.stat().st_mtime
+    except (ValueError, IndexError, OSError):
+        return
+    alive = True
+    if pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            pass
+    if not alive or age > STALE_TMP:
+        path.unlink(missing_ok=True)

@@ -10,7 +10,7 @@ import pytest
 
 from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.backends.mlx.constrain import GrammarMask, grammar_for, lark_marker
+from tinytitan.engine.backends.mlx.constrain import GrammarMask, check_forced, grammar_for, lark_marker
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, compile_schema
 from tinytitan.engine.request import ChatRequest, Message, ModelInfo, Sampling, Tool, ToolChoice
 from tinytitan.engine.validate import validate
@@ -90,3 +90,20 @@ def test_a_forced_tool_schema_is_refused_by_keyword() -> None:
     assert err.value.param == "tools[0].function.parameters" and "'uniqueItems'" in err.value.message
     auto = ChatRequest(model="m", messages=(Message("user", "hi"),), tools=(tool,))
     assert validate(auto, info).tool_choice == "auto"  # not forced: the schema is only rendered
+
+
+def test_a_forced_call_the_familys_syntax_cannot_promise_is_refused_naming_the_tool(backend: MlxBackend) -> None:
+    from tinytitan.engine.errors import InvalidRequest
+
+    inner = {"type": "object", "properties": {"x": {"type": "string"}}}
+    nested = {"type": "object", "properties": {"opts": inner}, "required": ["opts"]}
+    flat = {"type": "object", "properties": {"x": {"type": "string"}}}
+    tools = (Tool("plain", parameters=flat), Tool("deep", parameters=nested))
+    request = _validated(backend, tools=tools, tool_choice=ToolChoice("required"))
+    check_forced("json_tools", request)  # JSON calls can carry nested arguments
+    with pytest.raises(InvalidRequest) as err:
+        check_forced("gemma4", request)  # Gemma's call notation cannot
+    assert err.value.param == "tools[1].function.parameters"
+    assert err.value.code == "unsupported_value" and "deep.properties.opts" in err.value.message
+    only_plain = _validated(backend, tools=tools, tool_choice=ToolChoice("function", "plain"))
+    check_forced("gemma4", only_plain)  # the forced tool alone is checked

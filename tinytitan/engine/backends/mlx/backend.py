@@ -244,7 +244,9 @@ class MlxBackend(Backend):
         if self.distributed is not None:
             self.distributed.check()  # a lost group refuses before a stream opens
         if request.tool_choice in ("required", "function") and self.syntax is not None:
-            _check_forced(self.syntax, request)
+            from tinytitan.engine.backends.mlx.constrain import check_forced
+
+            check_forced(self.syntax, request)
         tw = self.tokenizer
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
         tools = template_tools(request.tools) if self.syntax is not None else None
@@ -383,22 +385,3 @@ class MlxBackend(Backend):
             self.distributed.shutdown()  # the followers exit with rank 0
         if not self.prompt_cache.flush(timeout=30):
             log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
-
-
-def _check_forced(syntax: str, request: ValidatedRequest) -> None:
-    """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
-    from tinytitan.engine.call_grammar import forced_call_grammar
-    from tinytitan.engine.grammar import lark_literal
-    from tinytitan.engine.validate import tool_source
-
-    for i, tool in enumerate(request.tools):
-        if request.forced_tool is not None and tool.name != request.forced_tool:
-            continue
-        try:
-            forced_call_grammar(syntax, [(tool.name, tool.parameters)], lark_literal)
-        except ValueError as exc:
-            raise InvalidRequest(
-                f"a forced call cannot promise this schema in this model's call syntax: {exc}",
-                param=tool_source(tool, i).at("parameters"),
-                code="unsupported_value",
-            ) from exc

@@ -12,7 +12,8 @@ generation ends cleanly instead of wandering on; a cap that cuts the document sh
 ``finish_reason: length``, as for any other generation.
 
 ``grammar_for`` decides the grammar of a request: a forced tool call (the family's own call syntax
-with the tool's schema for the arguments) or the compiled structured-output grammar.
+with the tool's schema for the arguments) or the compiled structured-output grammar;
+``check_forced`` refuses, before a stream opens, a forced call the family's syntax cannot promise.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import numpy as np
 
 from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.call_grammar import FORCED_SYNTAXES, answer_prefix, forced_call_grammar
-from tinytitan.engine.errors import GenerationFailed
+from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, lark_literal, schema_grammar
 from tinytitan.engine.request import ValidatedRequest
 
-__all__ = ["GrammarMask", "grammar_for", "lark_marker", "make_lltokenizer"]
+__all__ = ["GrammarMask", "check_forced", "grammar_for", "lark_marker", "make_lltokenizer"]
 
 
 def make_lltokenizer(tokenizer: Any) -> Any:
@@ -142,3 +143,20 @@ class GrammarMask:
         mask = mx.array(self.allowed(logits.shape[-1]))
         self.mask_seconds.append(time.perf_counter() - began)
         return mx.where(mask, logits, mx.array(-mx.inf, dtype=logits.dtype))
+
+
+def check_forced(syntax: str, request: ValidatedRequest) -> None:
+    """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
+    from tinytitan.engine.validate import tool_source
+
+    for i, tool in enumerate(request.tools):
+        if request.forced_tool is not None and tool.name != request.forced_tool:
+            continue
+        try:
+            forced_call_grammar(syntax, [(tool.name, tool.parameters)], lark_literal)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"a forced call cannot promise this schema in this model's call syntax: {exc}",
+                param=tool_source(tool, i).at("parameters"),
+                code="unsupported_value",
+            ) from exc
