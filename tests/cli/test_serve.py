@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tinytitan import __version__
 from tinytitan.cli.app import app
 from tinytitan.testing.catalog import build_catalog
-from tinytitan.testing.process import free_port
+from tinytitan.testing.process import free_port, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -194,24 +194,14 @@ def test_serve_a_catalog_process(tiny_dir: Path, tmp_path: Path) -> None:
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, env=env, stderr=err, stdout=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert proc.poll() is None, log.read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+            wait_healthy(proc, f"http://127.0.0.1:{port}", 120, log)
             ids = [m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"]]
             assert ids == ["tiny-a", "tiny-b"]
             body = {"model": "tiny-b", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
             r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=120)
             assert r.status_code == 200 and r.json()["model"] == "tiny-b"
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop(proc)
     text = log.read_text()
     assert f"serving a catalog of 2 models (tiny-a, tiny-b) at http://127.0.0.1:{port}/v1" in text
     skipped = [line for line in text.splitlines() if "skipping" in line]

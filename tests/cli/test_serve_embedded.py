@@ -8,21 +8,19 @@ from its GGUF file and served (issue 12).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tinytitan.testing.process import free_port, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "TINYTITAN_MODEL")}
     env |= {
         "PYTHONPATH": str(ROOT),
@@ -37,16 +35,7 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
             [sys.executable, "-m", "tinytitan", "serve"], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_healthy(proc, f"http://127.0.0.1:{port}", 120, log)
         body = {
             "model": "SmolLM2-135M-Instruct",
             "messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
@@ -59,5 +48,4 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         assert "serving the embedded SmolLM2-135M-Instruct" in banner and "the hub is offline" in banner
         assert "TinyTitan serving 'SmolLM2-135M-Instruct'" in banner
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc)

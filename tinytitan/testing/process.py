@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process", "stop", "wait_started"]
+__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process", "stop", "wait_healthy", "wait_started"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,14 @@ def wait_started(
         if time.monotonic() > deadline:
             raise RuntimeError("the server did not start in time")
         time.sleep(interval)
+
+
+def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float, log: Path | None = None) -> None:
+    """``wait_started`` on ``URL/health``; the error carries the server's ``log`` file when given."""
+    try:
+        wait_started(process, lambda: httpx.get(url + "/health", timeout=2).status_code == 200, timeout)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}\n{log.read_text(errors='replace')}" if log is not None else str(exc)) from None
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
@@ -116,7 +124,7 @@ def serve_process(
     process = subprocess.Popen(cmd, env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL, stderr=err)
     server = ServerProcess(f"http://127.0.0.1:{port}", port, process)
     try:
-        wait_started(process, lambda: httpx.get(server.url + "/health", timeout=1).status_code == 200, startup_timeout)
+        wait_healthy(process, server.url, startup_timeout, stderr)
         yield server
     finally:
         stop(process)

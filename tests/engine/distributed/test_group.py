@@ -14,8 +14,8 @@ from tinytitan.engine.distributed.shard import parallelism_for
 
 def test_launched_backend_from_the_environment() -> None:
     assert launched_backend({}) is None
-    assert launched_backend({"MLX_RANK": "0", "MLX_HOSTFILE": "/tmp/h"}) == "ring"
-    assert launched_backend({"MLX_RANK": "1", "MLX_IBV_DEVICES": "/tmp/d"}) == "jaccl"
+    assert launched_backend({"MLX_RANK": "0", "MLX_HOSTFILE": "hosts.json"}) == "ring"
+    assert launched_backend({"MLX_RANK": "1", "MLX_IBV_DEVICES": "devices.json"}) == "jaccl"
     assert launched_backend({"OMPI_COMM_WORLD_SIZE": "2"}) == "mpi"
     assert launched_backend({"MLX_HOSTFILE": ""}) is None
 

@@ -22,28 +22,30 @@ def _scope(
 
 
 def test_the_header_wins_over_the_prompt_and_the_launch_directory() -> None:
-    scope = _scope(header="/work/app", system="Working directory: /work/other")
+    scope = _scope(header="/home/user/app", system="Working directory: /home/user/other")
     assert scope is not None
-    assert (scope.workspace, scope.origin) == ("/work/app", "header")
-    assert scope.key == f"tinytitan/ada/{workspace_id('/work/app')}"
+    assert (scope.workspace, scope.origin) == ("/home/user/app", "header")
+    assert scope.key == f"tinytitan/ada/{workspace_id('/home/user/app')}"
 
 
 def test_claude_code_working_directory_in_the_system_prompt() -> None:
-    system = "You are Claude Code.\n<env>\nWorking directory: /work/proj\nIs directory a git repo: Yes\n</env>"
+    system = "You are Claude Code.\n<env>\nWorking directory: /home/user/proj\nIs directory a git repo: Yes\n</env>"
     scope = _scope(system=system)
-    assert scope is not None and (scope.workspace, scope.origin) == ("/work/proj", "prompt")
+    assert scope is not None and (scope.workspace, scope.origin) == ("/home/user/proj", "prompt")
 
 
 def test_pi_current_working_directory() -> None:
-    scope = _scope(system="You are pi.\nCurrent working directory: /work/pi-proj\n")
-    assert scope is not None and scope.workspace == "/work/pi-proj"
+    scope = _scope(system="You are pi.\nCurrent working directory: /home/user/pi-proj\n")
+    assert scope is not None and scope.workspace == "/home/user/pi-proj"
 
 
 def test_codex_cwd_in_its_environment_context_turn() -> None:
-    first_user = "<environment_context>\n  <cwd>/work/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
+    first_user = (
+        "<environment_context>\n  <cwd>/home/user/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
+    )
     scope = _scope(first_user=first_user)
-    assert scope is not None and scope.workspace == "/work/codex-proj"
-    assert declared_cwd(None, first_user) == "/work/codex-proj"
+    assert scope is not None and scope.workspace == "/home/user/codex-proj"
+    assert declared_cwd(None, first_user) == "/home/user/codex-proj"
 
 
 def test_the_launch_directory_when_nothing_is_declared() -> None:
@@ -52,7 +54,7 @@ def test_the_launch_directory_when_nothing_is_declared() -> None:
 
 
 def test_paths_are_normalized_so_one_directory_has_one_id() -> None:
-    a, b = _scope(header="/work/app/"), _scope(header="/work//x/../app")
+    a, b = _scope(header="/home/user/app/"), _scope(header="/home/user//x/../app")
     assert a is not None and b is not None and a.key == b.key
 
 

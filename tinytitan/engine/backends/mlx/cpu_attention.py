@@ -67,10 +67,10 @@ def _dispatch(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None, sinks: 
 
 
 def _takes(q: Any, k: Any, v: Any, mask: Any, sinks: Any, extra: dict[str, Any]) -> bool:
+    if extra or sinks is not None or q.ndim != 4 or q.shape[2] < 2:  # a decode step leaves here, every layer
+        return False
     import mlx.core as mx
 
-    if extra or sinks is not None or q.ndim != 4 or q.shape[2] < 2:
-        return False
     if not (q.dtype == k.dtype == v.dtype == mx.float32) or mx.default_device() != mx.cpu:
         return False
     if mask is None or isinstance(mask, str):
