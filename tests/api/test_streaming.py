@@ -17,8 +17,8 @@ from tinytitan.api.sse import SSE
 from tinytitan.api.streaming import Encoder, encode_stream
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest, TinyTitanError
 from tinytitan.engine.events import Event, Finished, TextDelta
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import Sampling
-from tinytitan.engine.service import Completion
 from tinytitan.testing.events import encoded
 
 DONE = Finished("stop")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from tinytitan import __version__
 from tinytitan.cli.app import app
 from tinytitan.testing.catalog import build_catalog
-from tinytitan.testing.process import free_port, stop, wait_healthy
+from tinytitan.testing.process import free_port, serve_stub_process, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -113,6 +114,23 @@ def test_serve_stub_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_sigterm_ends_an_open_stream_with_an_error_event_and_the_server_exits() -> None:
+    """``kill`` (or mlx.launch stopping the group) while a stream waits for its first token."""
+    slow = {"model": "scripted", "rules": [{"reply": {"text": "too late", "prefill_ms": 120_000}}]}
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with serve_stub_process(slow, "--keepalive", "0.1") as server:
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=60) as r:
+            lines = r.iter_lines()
+            while next(lines) != ": ping":  # the stream is open, its first token far away
+                pass
+            server.process.send_signal(signal.SIGTERM)
+            rest = list(lines)
+        # shut down cleanly, then uvicorn re-raises the signal, as a shell expects of a killed process
+        assert server.process.wait(timeout=30) == -signal.SIGTERM
+    (error,) = [json.loads(line[6:])["error"] for line in rest if line.startswith('data: {"error"')]
+    assert error["code"] == "server_shutting_down" and rest[-2:] == ["data: [DONE]", ""]
 
 
 def test_cli_import_stays_light() -> None:

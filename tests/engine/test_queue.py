@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tinytitan.engine.errors import QueueFull
+from tinytitan.engine.errors import QueueFull, ShuttingDown
 from tinytitan.engine.queue import AdmissionQueue
 
 
@@ -64,5 +64,29 @@ def test_cancelled_waiter_leaves_the_queue() -> None:
             await task
         assert (queue.running, queue.waiting) == (1, 0)
         queue.admit()  # the place is free again
+
+    asyncio.run(main())
+
+
+def test_close_fails_the_waiting_and_refuses_new_tickets_while_running_ones_keep_their_slots() -> None:
+    async def main() -> None:
+        queue = AdmissionQueue(limit=3)
+        running = queue.admit()
+        await running.wait()
+        waiters = [queue.admit(), queue.admit()]
+        tasks = [asyncio.create_task(w.wait()) for w in waiters]
+        await asyncio.sleep(0)
+        admitted_not_waiting = queue.admit()  # admitted before the close, waits after it
+        queue.close(ShuttingDown)
+        for task in tasks:
+            with pytest.raises(ShuttingDown):
+                await task
+        with pytest.raises(ShuttingDown):
+            await admitted_not_waiting.wait()
+        with pytest.raises(ShuttingDown):
+            queue.admit()
+        assert (queue.running, queue.waiting) == (1, 0) and running.running
+        running.release()
+        assert (queue.running, queue.waiting) == (0, 0)
 
     asyncio.run(main())

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pytest
 
+from tinytitan.engine.backends.base import Generation, Piece
 from tinytitan.engine.backends.stub import StubBackend, stub_tokens
 from tinytitan.engine.errors import (
     ContextLengthExceeded,
     GenerationFailed,
     InvalidRequest,
     QueueFull,
+    ShuttingDown,
     UnknownModel,
     Unsupported,
 )
@@ -305,6 +308,68 @@ def test_closed_on_error_closes_only_on_an_exception(make_engine: MakeEngine) ->
 
 
 # -- shutdown ------------------------------------------------------------------------------------
+
+
+class StuckBackend(StubBackend):
+    """A generation that ignores cancellation until ``release`` (a collective with a dead rank)."""
+
+    def __init__(self) -> None:
+        super().__init__(script({"reply": {"text": "never"}}))
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def generate(self, gen: Generation) -> Iterator[Piece]:
+        self.entered.set()
+        self.release.wait(60)
+        yield Piece("late", 1)
+
+
+def test_stop_refuses_new_and_waiting_requests_and_ends_a_stuck_generation() -> None:
+    backend = StuckBackend()
+    engine = Engine(backend, queue_limit=2)
+
+    async def main() -> None:
+        running = await engine.prepare(ask())
+        waiting = await engine.prepare(ask())
+        events = running.events()
+        first = asyncio.ensure_future(anext(events))
+        waited = asyncio.ensure_future(waiting.collect())
+        while not backend.entered.is_set():
+            await asyncio.sleep(0.01)
+        engine.stop(finish_within=0.05)
+        with pytest.raises(ShuttingDown, match="shutting down"):
+            await waited  # at once, without a slot
+        with pytest.raises(ShuttingDown):
+            await engine.prepare(ask())
+        with pytest.raises(ShuttingDown) as ended:
+            await first  # the generation thread is still stuck: the job ends without it
+        assert ended.value.status == 503 and running.cancel.is_set()
+        await events.aclose()
+        assert not engine.jobs
+        backend.release.set()
+        await wait_until_async(lambda: idle(engine))  # the slot frees once the thread lets go
+
+    try:
+        asyncio.run(main())
+    finally:
+        backend.release.set()
+        engine.shutdown()
+    assert engine.join(timeout=30) is True
+
+
+def test_a_generation_that_finishes_within_the_grace_is_answered_in_full(make_engine: MakeEngine) -> None:
+    engine = make_engine()
+
+    async def main() -> None:
+        job = await engine.prepare(ask("slow please"))
+        events = job.events()
+        assert isinstance(await anext(events), TextDelta)
+        engine.stop(finish_within=600)
+        rest = [event async for event in events]
+        assert isinstance(rest[-1], Finished) and rest[-1].reason == "stop"
+        assert "".join(e.text for e in rest if isinstance(e, TextDelta)).count("word") == 49
+
+    asyncio.run(main())
 
 
 def test_join_reports_a_busy_generation_thread_until_the_job_is_cancelled() -> None:

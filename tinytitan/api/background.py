@@ -2,9 +2,9 @@
 
 ``tinytitan chat --model`` / ``--stub`` talks HTTP to this server exactly as it talks to a separate
 ``tinytitan serve``, so the chat has one code path; the tests' ``live_server`` is built on it too.
-``stop()`` shuts uvicorn down (the app's lifespan shuts the engine down) and then waits for the
-engine's generation thread: a process must not finalize while that thread is inside native code
-(see ``Engine.join``).
+``stop()`` shuts uvicorn down (it ends the engine's open generations first, then the app's lifespan
+shuts the engine down) and then waits for the engine's generation thread: a process must not
+finalize while that thread is inside native code (see ``Engine.join``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ import socket
 import threading
 from typing import Any
 
-import uvicorn
-
-from tinytitan.api.app import create_app
-from tinytitan.api.transport import uvicorn_options
+from tinytitan.api.server import Server
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -38,11 +35,7 @@ class BackgroundServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
-        app = create_app(engine, self.settings)
-        config = uvicorn.Config(
-            app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, **uvicorn_options(self.settings)
-        )
-        self._server = uvicorn.Server(config)
+        self._server = Server(engine, self.settings, log_level=log_level)
         self._thread = threading.Thread(target=self._run, name="tinytitan-http", daemon=True)
 
     @property

@@ -23,7 +23,7 @@ from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished
-from tinytitan.engine.service import Completion, Job
+from tinytitan.engine.job import Completion, Job
 
 __all__ = ["Encoder", "answer", "encode_stream"]
 

@@ -272,23 +272,9 @@ def run_server(settings: Settings) -> None:
     if settings.memory:
         typer.echo(_memory_note(settings), err=True)
     try:
-        _run_uvicorn(engine, settings)
+        from tinytitan.api.server import serve as run_server
+
+        run_server(engine, settings)
     finally:
         if distributed is not None:
             distributed.shutdown()  # the followers exit with rank 0
-
-
-def _run_uvicorn(engine: Any, settings: Settings) -> None:
-    import uvicorn
-
-    from tinytitan.api.app import create_app
-    from tinytitan.api.transport import uvicorn_options
-
-    uvicorn.run(
-        create_app(engine, settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=5,
-        **uvicorn_options(settings),
-    )

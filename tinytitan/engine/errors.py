@@ -25,6 +25,7 @@ __all__ = [
     "QueueFull",
     "RequestTimeout",
     "RequestTooLarge",
+    "ShuttingDown",
     "TinyTitanError",
     "UnknownModel",
     "Unsupported",
@@ -117,6 +118,13 @@ class GenerationFailed(TinyTitanError, status=500, code="internal_error"):
     """The decoder raised; the details are only in the server log."""
 
     def __init__(self, message: str = "generation failed") -> None:
+        super().__init__(message)
+
+
+class ShuttingDown(TinyTitanError, status=503, code="server_shutting_down"):
+    """The server is stopping: it takes no new work and ends what is still running."""
+
+    def __init__(self, message: str = "the server is shutting down") -> None:
         super().__init__(message)
 
 

@@ -2,15 +2,18 @@
 
 ``admit()`` answers at once: a ``Ticket`` while running + waiting is below ``slots + limit``,
 else ``QueueFull``. A ticket then waits FIFO for a free slot; leaving (done, cancelled, client
-gone) frees its place immediately and wakes the next waiter.
+gone) frees its place immediately and wakes the next waiter. ``close(error)`` (the server is
+shutting down) fails every waiting ticket with an ``error()`` and refuses new ones; running ones
+keep their slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
-from tinytitan.engine.errors import QueueFull
+from tinytitan.engine.errors import QueueFull, TinyTitanError
 
 __all__ = ["AdmissionQueue", "Ticket"]
 
@@ -49,6 +52,7 @@ class AdmissionQueue:
         self._tickets = 0  # admitted, not yet released
         self._idle = asyncio.Event()
         self._idle.set()
+        self._closed: Callable[[], TinyTitanError] | None = None
 
     @property
     def running(self) -> int:
@@ -59,6 +63,8 @@ class AdmissionQueue:
         return self._tickets - self._running
 
     def admit(self) -> Ticket:
+        if self._closed is not None:
+            raise self._closed()
         if self._tickets >= self.slots + self.limit:
             raise QueueFull()
         self._tickets += 1
@@ -69,7 +75,17 @@ class AdmissionQueue:
         """Wait until no ticket is admitted (used before unloading a model)."""
         await self._idle.wait()
 
+    def close(self, error: Callable[[], TinyTitanError]) -> None:
+        """Fail every waiting ticket with an ``error()`` and refuse new ones; running tickets go on."""
+        self._closed = error
+        while self._waiting:
+            ready = self._waiting.popleft()._ready
+            if ready is not None and not ready.done():
+                ready.set_exception(error())
+
     async def _acquire(self, ticket: Ticket) -> None:
+        if self._closed is not None:
+            raise self._closed()
         if self._running < self.slots and not self._waiting:
             self._running += 1
             ticket.running = True

@@ -18,20 +18,18 @@ client that went away) cancels the generation within a token and frees the slot.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tinytitan.engine.backends.base import Backend, Generation, Prompt
-from tinytitan.engine.errors import ContextLengthExceeded, GenerationFailed, TinyTitanError, Unsupported
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.backends.base import Backend, Prompt
+from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
+from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.manager import ModelManager
-from tinytitan.engine.output_parser import ParseOptions
-from tinytitan.engine.queue import AdmissionQueue, Ticket
+from tinytitan.engine.queue import AdmissionQueue
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.validate import validate
@@ -39,23 +37,11 @@ from tinytitan.engine.validate import validate
 if TYPE_CHECKING:
     from tinytitan.engine.memory.decorator import MemoryDecorator
 
-__all__ = ["Completion", "Engine", "Job"]
+__all__ = ["Engine"]
 
 log = logging.getLogger("tinytitan.engine")
 
-_DONE = object()
 T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class Completion:
-    """A whole generation, collected (for non-streaming answers); ``events`` in the order they came."""
-
-    reasoning: str
-    text: str
-    tool_calls: list[ToolCall]
-    finished: Finished
-    events: list[Event]
 
 
 class Engine:
@@ -78,6 +64,7 @@ class Engine:
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
         self._threads: list[threading.Thread] = []
+        self.jobs: set[Job] = set()  # admitted and not yet closed (ended at shutdown)
         self._executor = ThreadPoolExecutor(
             max_workers=self.max_concurrent,
             thread_name_prefix="tinytitan-gen",
@@ -214,6 +201,19 @@ class Engine:
         if first is not None and not self.models.backend(first).loaded:
             self.run_worker(lambda: self.models.activate(first)).add_done_callback(report)
 
+    def stop(self, finish_within: float) -> None:
+        """The server begins to shut down (call on its event loop): waiting and new requests fail
+        now with ``ShuttingDown``; running ones may finish for ``finish_within`` seconds, then end
+        with it too — their streams close well-formed instead of being cut when the server gives up.
+        """
+        self.queue.close(ShuttingDown)
+        if self.jobs:
+            asyncio.get_running_loop().call_later(finish_within, self._end_running)
+
+    def _end_running(self) -> None:
+        for job in list(self.jobs):
+            job.abort(ShuttingDown())
+
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         for backend in self.models.built():  # every model a catalog has built, not only the default
@@ -236,152 +236,3 @@ class Engine:
     def run_worker(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
-
-
-class Job:
-    """One admitted generation; iterate ``events()`` exactly once (or ``collect()``)."""
-
-    def __init__(self, engine: Engine, request: ValidatedRequest, prompt: Prompt, max_new: int, ticket: Ticket):
-        self.engine = engine
-        self.request = request
-        self.generation = Generation(request, prompt, max_new)
-        self.ticket = ticket
-        self._worker: asyncio.Future[Any] | None = None
-
-    @property
-    def cancel(self) -> threading.Event:
-        return self.generation.cancel
-
-    def close(self) -> None:
-        """Stop and give up the slot — safe at any moment, any number of times.
-
-        Protocol code calls this on every way out (an encoder that raised, a stream that never
-        started, a client that left) so a job can never hold the slot after its request is over.
-        """
-        self.cancel.set()
-        worker = self._worker
-        if worker is None or worker.done():
-            self.ticket.release()
-        else:
-            # the worker checks `cancel` every token: the slot frees the moment it stops
-            worker.add_done_callback(lambda _f: self.ticket.release())
-
-    @contextlib.contextmanager
-    def closed_on_error(self) -> Iterator[Job]:
-        """``with job.closed_on_error():`` — any exception in the block closes the job (frees the slot).
-
-        The block may hand the job's stream to a response and leave normally; then the response's
-        own ``on_close`` closes it when the stream ends.
-        """
-        try:
-            yield self
-        except BaseException:
-            self.close()
-            raise
-
-    async def collect(self) -> Completion:
-        reasoning: list[str] = []
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        collected: list[Event] = []
-        finished = Finished("stop")
-        async with contextlib.aclosing(self.events()) as events:
-            async for event in events:
-                collected.append(event)
-                if isinstance(event, ReasoningDelta):
-                    reasoning.append(event.text)
-                elif isinstance(event, TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, ToolCall):
-                    calls.append(event)
-                else:
-                    finished = event
-        return Completion("".join(reasoning), "".join(text), calls, finished, collected)
-
-    async def events(self) -> AsyncGenerator[Event, None]:
-        try:
-            await self.ticket.wait()
-            async with contextlib.aclosing(self._rounds()) as rounds:
-                async for event in rounds:
-                    yield event
-        finally:
-            self.close()
-
-    def _rounds(self) -> AsyncGenerator[Event, None]:
-        """What the job yields once it holds its slot: one generation (the memory loop runs several)."""
-        return self._generate(self.generation)
-
-    async def _generate(self, gen: Generation) -> AsyncGenerator[Event, None]:
-        """Run ``gen`` on the generation thread and yield its events as they come."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        def emit(item: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        self._worker = self.engine.run_worker(lambda: self._work(gen, emit))
-        while True:
-            item = await queue.get()
-            if item is _DONE:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    # runs on the generation thread
-    def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
-        request = gen.request
-        try:
-            with self.engine.models.use(request.model_id) as backend:  # a switch to its model waits here
-                self._decode(backend, gen, emit)
-        except TinyTitanError as exc:
-            log.warning("request %s failed: %s", request.request_id, exc.message)
-            emit(exc)
-        except Exception:
-            log.exception("request %s: generation failed", request.request_id)
-            emit(GenerationFailed())
-        finally:
-            emit(_DONE)
-
-    def _decode(self, backend: Backend, gen: Generation, emit: Callable[[Any], None]) -> None:
-        request = gen.request
-        reason = "stop"
-        parser = backend.output_parser(
-            ParseOptions(
-                stop=request.stop,
-                namespaces={t.name: t.namespace for t in request.tools},
-                tools=request.tools,
-                start_in_reasoning=gen.prompt.start_in_reasoning,
-            )
-        )
-        pieces = backend.generate(gen)
-        try:
-            for piece in pieces:
-                if gen.cancel.is_set():
-                    return
-                if piece.finish:
-                    reason = piece.finish
-                for event in parser.feed(piece.text, piece.tokens):
-                    emit(event)
-                if parser.stopped is not None:
-                    break
-                if parser.completion_tokens >= gen.max_new:
-                    reason = "length"
-                    break
-        finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
-        if gen.cancel.is_set():
-            return
-        for event in parser.finish():
-            emit(event)
-        if parser.tool_calls:
-            reason = "tool_calls"
-        usage = Usage(
-            prompt_tokens=gen.prompt.n_tokens,
-            cached_tokens=gen.cached_tokens,
-            completion_tokens=parser.completion_tokens,
-            reasoning_tokens=parser.reasoning_tokens,
-        )
-        emit(Finished(reason, usage, parser.stopped))

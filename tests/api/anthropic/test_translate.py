@@ -20,8 +20,8 @@ from tinytitan.api.anthropic.translate import (
 )
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
-from tinytitan.engine.service import Completion
 from tinytitan.testing.events import encoded
 
 from .support import MODEL, body

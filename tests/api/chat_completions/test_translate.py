@@ -13,8 +13,8 @@ from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 from tinytitan.api.chat_completions.translate import ChatStream, completion_object, to_chat_request, usage_object
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
-from tinytitan.engine.service import Completion
 from tinytitan.testing.events import encoded
 
 MODEL = "stub-model"

@@ -11,9 +11,10 @@ from mlx.utils import tree_flatten
 
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.events import Finished, TextDelta
+from tinytitan.engine.job import Completion
 from tinytitan.engine.output_parser import Markers
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
-from tinytitan.engine.service import Completion, Engine
+from tinytitan.engine.service import Engine
 from tinytitan.testing.loop import run
 
 OFF = ReasoningControls(enable_thinking=False)

@@ -7,9 +7,10 @@ from typing import Any
 
 from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.job import Completion
 from tinytitan.engine.memory.store import MemoryStore
 from tinytitan.engine.request import ChatRequest, Message, Tool, ValidatedRequest
-from tinytitan.engine.service import Completion, Engine
+from tinytitan.engine.service import Engine
 from tinytitan.engine.validate import validate
 from tinytitan.settings import Settings
 from tinytitan.testing.loop import run

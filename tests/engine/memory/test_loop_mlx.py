@@ -16,9 +16,10 @@ from tinytitan.engine.backends.base import Generation
 from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.events import Event, Finished, ToolCall
+from tinytitan.engine.job import Job
 from tinytitan.engine.memory.loop import MemoryJob
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
-from tinytitan.engine.service import Engine, Job
+from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 from tinytitan.testing.loop import run
 

@@ -13,8 +13,8 @@ from tinytitan.api.errors import anthropic_error
 from tinytitan.api.sse import SSE
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
-from tinytitan.engine.service import Completion
 
 from .mapping import to_chat_request
 

@@ -10,6 +10,7 @@ from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.api.sse import SSE
 from tinytitan.engine.errors import InvalidRequest, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import (
     ChatRequest,
     Message,
@@ -18,7 +19,6 @@ from tinytitan.engine.request import (
     Tool,
     new_id,
 )
-from tinytitan.engine.service import Completion
 
 from .protocol import ChatCompletionRequest, ChatContentPart, ChatMessage
 

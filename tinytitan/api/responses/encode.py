@@ -17,8 +17,8 @@ from tinytitan.api.sse import SSE
 from tinytitan.engine.compaction import CompactionResult
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Completion
 from tinytitan.engine.request import Sampling, new_id
-from tinytitan.engine.service import Completion
 
 from .inputs import new_item_id
 from .protocol import ResponsesRequest

@@ -22,11 +22,12 @@ from dataclasses import replace
 
 from tinytitan.engine.backends.base import Generation, Prompt
 from tinytitan.engine.events import Event, Finished, TextDelta, ToolCall, Usage
+from tinytitan.engine.job import Job
 from tinytitan.engine.memory.decorator import MemoryPlan
 from tinytitan.engine.memory.tools import run_tool
 from tinytitan.engine.queue import Ticket
 from tinytitan.engine.request import Turn, ValidatedRequest
-from tinytitan.engine.service import Engine, Job
+from tinytitan.engine.service import Engine
 
 __all__ = ["MemoryJob"]
 

@@ -35,7 +35,7 @@ from tinytitan.engine.backends.mlx.template import (
     template_tools,
     thinking_kwargs,
 )
-from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.errors import InvalidRequest, ShuttingDown
 from tinytitan.engine.output_parser import EventParser, Markers, ParseOptions, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.prompt_cache_disk import DiskTier
@@ -334,7 +334,9 @@ class MlxBackend(Backend):
         """In a distributed group (rank 0): the lockstep runner that drives every rank (issue #19)."""
         with self._load_lock:
             self.load()
-            assert self.distributed is not None and self.distributed.runner is not None, "only rank 0 generates"
+            assert self.distributed is not None and self.distributed.group.leader, "only rank 0 generates"
+            if self.distributed.runner is None:  # the server is shutting down: the group was let go
+                raise ShuttingDown()
             return self.distributed.runner
 
     def runner(self) -> BatchRunner:

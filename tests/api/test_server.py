@@ -1,0 +1,135 @@
+"""Shutting the server down (SIGTERM, Ctrl-C) with requests open, on every protocol.
+
+The stream's first token is far away (a long prefill, only keepalives so far) and a second request
+waits for the slot. uvicorn alone would cut the stream after its grace period and answer the waiting
+request with a bare 500; the server must instead end the stream with the protocol's own error
+ending and refuse the waiting request with a 503 in the protocol's envelope.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from tinytitan.api import server as server_module
+from tinytitan.api.background import BackgroundServer
+from tinytitan.engine.backends.factory import build_engine
+from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.settings import Settings
+from tinytitan.testing import sse
+from tinytitan.testing.scripts import STUB_MODEL, script
+
+KEEPALIVE = 0.1
+MESSAGE = "the server is shutting down"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    stream_error: Callable[[str], str]  # the error the stream ended with, from the whole body
+    error: Callable[[dict[str, Any]], str]  # the message of an error response
+
+
+def chat_stream_error(body: str) -> str:
+    assert sse.data(body)[-1] == "[DONE]"
+    (error,) = [d["error"] for d in map(_json, sse.data(body)[:-1]) if "error" in d]
+    assert error["code"] == "server_shutting_down"
+    return str(error["message"])
+
+
+def responses_stream_error(body: str) -> str:
+    name, data = sse.events(body)[-1]
+    assert name == "response.failed" and data["response"]["status"] == "failed"
+    assert data["response"]["error"]["code"] == "server_shutting_down"
+    return str(data["response"]["error"]["message"])
+
+
+def messages_stream_error(body: str) -> str:
+    name, data = sse.events(body)[-1]
+    assert name == "error" and data["type"] == "error"
+    return str(data["error"]["message"])
+
+
+def _json(text: str) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(text))
+
+
+PROTOCOLS = {
+    "chat": Protocol(
+        "/v1/chat/completions",
+        {"model": STUB_MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        {},
+        chat_stream_error,
+        lambda body: str(body["error"]["message"]),
+    ),
+    "responses": Protocol(
+        "/v1/responses",
+        {"model": STUB_MODEL, "input": "hi"},
+        {},
+        responses_stream_error,
+        lambda body: str(body["error"]["message"]),
+    ),
+    "messages": Protocol(
+        "/v1/messages",
+        {"model": STUB_MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+        {"anthropic-version": "2023-06-01"},
+        messages_stream_error,
+        lambda body: str(body["error"]["message"]) if body["type"] == "error" else "",
+    ),
+}
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundServer]:
+    monkeypatch.setattr(server_module, "FINISH_WITHIN", 0.5)
+    backend = StubBackend(script({"reply": {"text": "too late", "prefill_ms": 120_000}}))
+    settings = Settings(keepalive_seconds=KEEPALIVE, queue_limit=2)
+    running = BackgroundServer(build_engine(settings, backend), settings).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_shutdown_ends_an_open_stream_and_refuses_the_waiting_request(name: str, server: BackgroundServer) -> None:
+    protocol = PROTOCOLS[name]
+    url = server.url + protocol.path
+    answers: list[httpx.Response] = []
+    stopped = threading.Event()
+
+    def wait_for_the_slot() -> None:
+        answers.append(httpx.post(url, json=protocol.body, headers=protocol.headers, timeout=60))
+
+    def stop() -> None:
+        server.stop()
+        stopped.set()
+
+    body = {**protocol.body, "stream": True}
+    with httpx.stream("POST", url, json=body, headers=protocol.headers, timeout=60) as stream:
+        lines = stream.iter_lines()
+        read: list[str] = []
+        while not read or read[-1] not in (": ping", "event: ping"):  # keepalives: the first token is far away
+            read.append(next(lines))
+        waiter = threading.Thread(target=wait_for_the_slot)
+        waiter.start()
+        while server.engine.queue.waiting == 0:
+            threading.Event().wait(0.01)
+        threading.Thread(target=stop).start()
+        text = "\n".join([*read, *lines]) + "\n"
+    waiter.join(60)
+
+    assert protocol.stream_error(text) == MESSAGE
+    (answer,) = answers
+    assert answer.status_code == 503
+    assert protocol.error(answer.json()) == MESSAGE
+    assert stopped.wait(30)  # and the server is down
