@@ -3,12 +3,18 @@
 ``launch_group`` starts ``mlx.launch -n N --backend ring -- python -m tinytitan serve …`` on loopback
 and collects every rank's output in a log file; ``serve_model`` starts the same model in one
 process, for reference outputs. Both wait until the model answers a request (the weights are loaded).
+
+The launcher runs in a session of its own, and leaving ``launch_group`` stops that whole process
+group: ``mlx.launch`` that is itself terminated leaves its ranks running, and an orphaned follower's
+ring backend busy-polls a core for as long as it lives (a failed test must not slow every later one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -94,14 +100,35 @@ def launch_group(model_dir: Path, *args: str, ranks: int = 2, timeout: float = 3
         cmd += ["--", *_serve_args(model_dir, port, ("--log-level", "info", *args))]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                cmd, env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                cmd,
+                env=env,
+                cwd=str(REPO_ROOT),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         group = Launched(f"http://127.0.0.1:{port}", process, log_path)
         try:
             _wait_ready(group.url, model_dir.name, process, timeout)
             yield group
         finally:
-            stop(process, 20)
+            _stop_group(process, 20)
+
+
+def _stop_group(launcher: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the launcher and every rank (its process group); SIGKILL what is left after ``grace`` s."""
+    group = launcher.pid  # the session leader's pid names the group, even after the leader has exited
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(ProcessLookupError):
+        while time.monotonic() < deadline:
+            launcher.poll()  # reap the launcher: a zombie still counts as a member
+            os.killpg(group, 0)  # raises once no process of the group is left
+            time.sleep(0.1)
+        os.killpg(group, signal.SIGKILL)
+    stop(launcher, 10)
 
 
 @contextmanager
