@@ -116,8 +116,11 @@ def test_serve_stub_process(tmp_path: Path) -> None:
         proc.wait(timeout=10)
 
 
-def test_sigterm_ends_an_open_stream_with_an_error_event_and_the_server_exits() -> None:
-    """``kill`` (or mlx.launch stopping the group) while a stream waits for its first token."""
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, 0)], ids=["sigterm", "ctrl-c"]
+)
+def test_a_signal_ends_an_open_stream_with_an_error_event_and_the_server_exits(sig: int, code: int) -> None:
+    """``kill`` (or mlx.launch stopping the group), or Ctrl-C, while a stream waits for its first token."""
     slow = {"model": "scripted", "rules": [{"reply": {"text": "too late", "prefill_ms": 120_000}}]}
     body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with serve_stub_process(slow, "--keepalive", "0.1") as server:
@@ -125,10 +128,11 @@ def test_sigterm_ends_an_open_stream_with_an_error_event_and_the_server_exits() 
             lines = r.iter_lines()
             while next(lines) != ": ping":  # the stream is open, its first token far away
                 pass
-            server.process.send_signal(signal.SIGTERM)
+            server.process.send_signal(sig)
             rest = list(lines)
-        # shut down cleanly, then uvicorn re-raises the signal, as a shell expects of a killed process
-        assert server.process.wait(timeout=30) == -signal.SIGTERM
+        # SIGTERM: uvicorn re-raises it after a clean shutdown, as a shell expects of a killed process;
+        # Ctrl-C: a clean exit, as before
+        assert server.process.wait(timeout=30) == code
     (error,) = [json.loads(line[6:])["error"] for line in rest if line.startswith('data: {"error"')]
     assert error["code"] == "server_shutting_down" and rest[-2:] == ["data: [DONE]", ""]
 

@@ -11,6 +11,7 @@ same error as a well-formed stream ending — every connection closes before uvi
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any
 
@@ -48,6 +49,7 @@ class Server(uvicorn.Server):
 def serve(engine: Engine, settings: Settings) -> None:
     """Serve on ``settings.host:settings.port`` until SIGTERM or Ctrl-C; exit 3 if it never started."""
     server = Server(engine, settings, host=settings.host, port=settings.port)
-    server.run()
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn re-raises it once it has shut down
+        server.run()
     if not server.started:
         raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the port is taken, the app failed to start

@@ -272,9 +272,9 @@ def run_server(settings: Settings) -> None:
     if settings.memory:
         typer.echo(_memory_note(settings), err=True)
     try:
-        from tinytitan.api.server import serve as run_server
+        from tinytitan.api.server import serve as serve_http
 
-        run_server(engine, settings)
+        serve_http(engine, settings)
     finally:
         if distributed is not None:
             distributed.shutdown()  # the followers exit with rank 0
