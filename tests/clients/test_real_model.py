@@ -1,10 +1,13 @@
 """Real clients against the embedded SmolLM2 (8,192-token context) served from its GGUF file (issue 12).
 
 pi (Chat Completions) says hi and prints the model's own (sampled) words, from one request that
-ends by the model's end-of-turn. Claude Code and Codex, served a window smaller than their base prompts, get the context
-error in their protocol's envelope and report it. (With the full 8k window their prompts fit — the
-template leaves tools out — and SmolLM2 answers them, but a sampled answer of unbounded length makes
-that a minutes-long, nondeterministic run: Claude Code fails a turn its own output cap cuts short.)
+ends by the model's end-of-turn or by the 200-token cap pi's models.json gives it, as a user would
+for a small model: uncapped, a sampled SmolLM2 answer sometimes ran for the whole 8k window (over
+pi's 600 s here, once in a full-suite run). Claude Code and Codex, served a window smaller than
+their base prompts, get the context error in their protocol's envelope and report it. (With the
+full 8k window their prompts fit — the template leaves tools out — and SmolLM2 answers them, but a
+sampled answer of unbounded length makes that a minutes-long, nondeterministic run: Claude Code
+fails a turn its own output cap cuts short.)
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ if TYPE_CHECKING:
     from .conftest import Claude, Codex, Pi
 
 
+MAX_TOKENS = 200  # pi's own cap for the model (models.json): SmolLM2 may ramble for the whole window
+
+
 @pytest.mark.timeout(700)
 def test_pi_says_hi_with_the_real_model(real_model: StubServer, pi: Pi) -> None:
     pi.ws.timeout = 600
-    run = pi.run(real_model, "say hi")
+    run = pi.run(real_model, "say hi", model_fields={"maxTokens": MAX_TOKENS})
     assert run.returncode == 0, run.describe()
     assert re.search(r"\w{2,}", run.stdout), run.describe()  # the model's own words (sampled: any words)
     posts = [line for line in real_model.access_log().splitlines() if "POST /v1/chat/completions" in line]
