@@ -22,7 +22,7 @@ from tinytitan.testing.server import LiveServer, live_server
 
 KEEPALIVE = 0.2
 SLOW = 600  # ms before each round's first token
-WORKSPACE = "/home/user/proj-streams"  # a path string: the server files memory under it, it need not exist
+WORKSPACE = "/projects/proj-streams"  # a path string: the server files memory under it, it need not exist
 ANSWER = "The build command is make -j4."
 SET = {"name": "memory_set", "arguments": {"key": "project/build", "value": "make -j4"}}
 GET = {"name": "memory_get", "arguments": {"key": "project/build"}}

@@ -18,7 +18,7 @@ from tinytitan.testing.scripts import STUB_MODEL, script
 
 __all__ = ["WORKSPACE", "complete", "memory_engine", "request", "store_of", "stub_of"]
 
-WORKSPACE = "/home/user/proj-a"
+WORKSPACE = "/projects/proj-a"
 
 
 def memory_engine(tmp_path: Path, *rules: dict[str, Any], **settings: Any) -> Engine:

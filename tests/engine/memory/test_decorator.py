@@ -29,7 +29,7 @@ def test_the_fragment_follows_the_client_system_text_and_the_tools_follow_the_cl
     complete(engine, request(system="You are a careful coder.", tools=(WRITE,)))
     seen = _last(engine)
     assert seen["system"].startswith("You are a careful coder.\n\n# Memory\n")
-    assert "/home/user/proj-a" in seen["system"] and "none yet" in seen["system"]
+    assert "/projects/proj-a" in seen["system"] and "none yet" in seen["system"]
     names = [t["name"] for t in seen["tools"]]
     assert names[0] == "Write" and set(names[1:]) == MEMORY_TOOL_NAMES
 
@@ -90,16 +90,16 @@ def test_a_workspace_that_is_refused_gets_no_memory(tmp_path: Path) -> None:
 
 def test_a_fast_request_gets_no_memory(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT)
-    complete(engine, request(system="Working directory: /home/user/x", model=engine.info.id + "-fast"))
+    complete(engine, request(system="Working directory: /projects/x", model=engine.info.id + "-fast"))
     assert _last(engine)["system"] is None and _last(engine)["tools"] == []
 
 
 def test_the_declared_working_directory_is_the_workspace(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT)
-    complete(engine, request(system="Working directory: /home/user/claude-proj", workspace=None))
-    assert "/home/user/claude-proj" in _last(engine)["system"]
-    complete(engine, request("<environment_context><cwd>/home/user/codex</cwd></environment_context>", workspace=None))
-    assert "/home/user/codex" in _last(engine)["system"]
+    complete(engine, request(system="Working directory: /projects/claude-proj", workspace=None))
+    assert "/projects/claude-proj" in _last(engine)["system"]
+    complete(engine, request("<environment_context><cwd>/projects/codex</cwd></environment_context>", workspace=None))
+    assert "/projects/codex" in _last(engine)["system"]
     complete(engine, request(workspace=None))
     assert str(tmp_path / "launch") in _last(engine)["system"]
 

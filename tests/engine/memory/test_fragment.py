@@ -15,7 +15,7 @@ from tinytitan.engine.memory.scope import Scope
 from tinytitan.engine.memory.store import MemoryBank
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES
 
-SCOPE = Scope("tinytitan", "ada", "/home/user/app", "header")
+SCOPE = Scope("tinytitan", "ada", "/projects/app", "header")
 ALL = tuple(sorted(MEMORY_TOOL_NAMES))
 
 
@@ -26,7 +26,7 @@ def _listing(fragment: str) -> list[str]:
 def test_the_fragment_says_what_memory_is_and_how_to_use_it(tmp_path: Path) -> None:
     store = MemoryBank(tmp_path).store(SCOPE)
     text = build_fragment(store, ALL)
-    for phrase in ("/home/user/app", "stale", "memory_get", "memory_set", "Never save secrets", "none yet"):
+    for phrase in ("/projects/app", "stale", "memory_get", "memory_set", "Never save secrets", "none yet"):
         assert phrase in text
     words = len(text.split())
     assert 150 <= words <= 260, words

@@ -20,7 +20,7 @@ from tinytitan.engine.memory.scope import Scope
 from tinytitan.engine.memory.store import MemoryBank
 from tinytitan.testing.process import REPO_ROOT
 
-SCOPE = Scope("tinytitan", "ada", "/home/user/app", "header")
+SCOPE = Scope("tinytitan", "ada", "/projects/app", "header")
 
 
 def _set(bank: MemoryBank, key: str, value: str = "v", importance: int = 3) -> None:
@@ -127,7 +127,7 @@ _CHILD = textwrap.dedent(
     import sys
     from tinytitan.engine.memory.scope import Scope
     from tinytitan.engine.memory.store import MemoryBank
-    store = MemoryBank(sys.argv[1], fsync=True).store(Scope("tinytitan", "ada", "/home/user/app", "header"))
+    store = MemoryBank(sys.argv[1], fsync=True).store(Scope("tinytitan", "ada", "/projects/app", "header"))
     i = 0
     while True:
         store.set(f"k/{i}", "value " * 200 + str(i), importance=1 + i % 5, tags=("crash",), session="child")

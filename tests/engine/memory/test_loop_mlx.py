@@ -58,7 +58,7 @@ def test_a_memory_round_renders_through_the_real_template_and_reuses_the_prefix(
         messages=(Message("user", "remember that we use Python 3.12"),),
         max_tokens=10,
         reasoning=ReasoningControls(enable_thinking=False),
-        workspace="/home/user/proj",
+        workspace="/projects/proj",
     )
     result = run(engine.complete(request))
     assert len(rounds) == 2 and result.tool_calls == []

@@ -6,7 +6,7 @@ import pytest
 
 from tinytitan.engine.memory.scope import Scope, declared_cwd, resolve_scope, workspace_id
 
-HOME = "/home/ada"
+HOME = "/users/ada"
 
 
 def _scope(
@@ -22,30 +22,30 @@ def _scope(
 
 
 def test_the_header_wins_over_the_prompt_and_the_launch_directory() -> None:
-    scope = _scope(header="/home/user/app", system="Working directory: /home/user/other")
+    scope = _scope(header="/projects/app", system="Working directory: /projects/other")
     assert scope is not None
-    assert (scope.workspace, scope.origin) == ("/home/user/app", "header")
-    assert scope.key == f"tinytitan/ada/{workspace_id('/home/user/app')}"
+    assert (scope.workspace, scope.origin) == ("/projects/app", "header")
+    assert scope.key == f"tinytitan/ada/{workspace_id('/projects/app')}"
 
 
 def test_claude_code_working_directory_in_the_system_prompt() -> None:
-    system = "You are Claude Code.\n<env>\nWorking directory: /home/user/proj\nIs directory a git repo: Yes\n</env>"
+    system = "You are Claude Code.\n<env>\nWorking directory: /projects/proj\nIs directory a git repo: Yes\n</env>"
     scope = _scope(system=system)
-    assert scope is not None and (scope.workspace, scope.origin) == ("/home/user/proj", "prompt")
+    assert scope is not None and (scope.workspace, scope.origin) == ("/projects/proj", "prompt")
 
 
 def test_pi_current_working_directory() -> None:
-    scope = _scope(system="You are pi.\nCurrent working directory: /home/user/pi-proj\n")
-    assert scope is not None and scope.workspace == "/home/user/pi-proj"
+    scope = _scope(system="You are pi.\nCurrent working directory: /projects/pi-proj\n")
+    assert scope is not None and scope.workspace == "/projects/pi-proj"
 
 
 def test_codex_cwd_in_its_environment_context_turn() -> None:
     first_user = (
-        "<environment_context>\n  <cwd>/home/user/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
+        "<environment_context>\n  <cwd>/projects/codex-proj</cwd>\n  <shell>bash</shell>\n</environment_context>"
     )
     scope = _scope(first_user=first_user)
-    assert scope is not None and scope.workspace == "/home/user/codex-proj"
-    assert declared_cwd(None, first_user) == "/home/user/codex-proj"
+    assert scope is not None and scope.workspace == "/projects/codex-proj"
+    assert declared_cwd(None, first_user) == "/projects/codex-proj"
 
 
 def test_the_launch_directory_when_nothing_is_declared() -> None:
@@ -54,11 +54,11 @@ def test_the_launch_directory_when_nothing_is_declared() -> None:
 
 
 def test_paths_are_normalized_so_one_directory_has_one_id() -> None:
-    a, b = _scope(header="/home/user/app/"), _scope(header="/home/user//x/../app")
+    a, b = _scope(header="/projects/app/"), _scope(header="/projects//x/../app")
     assert a is not None and b is not None and a.key == b.key
 
 
-@pytest.mark.parametrize("where", ["/", HOME, "/home", HOME + "/", "//"])
+@pytest.mark.parametrize("where", ["/", HOME, "/users", HOME + "/", "//"])
 def test_home_its_parent_and_root_are_never_workspaces(where: str) -> None:
     assert _scope(header=where) is None
     assert _scope(system=f"Working directory: {where}") is None

@@ -11,7 +11,7 @@ from tinytitan.engine.memory.scope import Scope
 from tinytitan.engine.memory.store import MemoryBank, MemoryStore, Retention
 from tinytitan.engine.memory.tools import run_tool
 
-SCOPE = Scope("tinytitan", "ada", "/home/user/app", "header")
+SCOPE = Scope("tinytitan", "ada", "/projects/app", "header")
 
 
 def _set(bank: MemoryBank, key: str, value: str = "v", importance: int = 3) -> None:

@@ -13,7 +13,7 @@ from tinytitan.engine.memory.scope import Scope
 from tinytitan.engine.memory.store import MemoryBank, MemoryStore
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES, memory_tools, run_tool
 
-SCOPE = Scope("tinytitan", "ada", "/home/user/app", "header")
+SCOPE = Scope("tinytitan", "ada", "/projects/app", "header")
 
 
 @pytest.fixture
