@@ -8,6 +8,7 @@ ending and refuse the waiting request with a 503 in the protocol's envelope.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ class Protocol:
 
 def chat_stream_error(body: str) -> str:
     assert sse.data(body)[-1] == "[DONE]"
-    (error,) = [d["error"] for d in map(_json, sse.data(body)[:-1]) if "error" in d]
+    (error,) = [d["error"] for d in map(json.loads, sse.data(body)[:-1]) if "error" in d]
     assert error["code"] == "server_shutting_down"
     return str(error["message"])
 
@@ -55,12 +56,6 @@ def messages_stream_error(body: str) -> str:
     name, data = sse.events(body)[-1]
     assert name == "error" and data["type"] == "error"
     return str(data["error"]["message"])
-
-
-def _json(text: str) -> dict[str, Any]:
-    import json
-
-    return dict(json.loads(text))
 
 
 PROTOCOLS = {

@@ -29,7 +29,8 @@ BLOCK = 256  # query rows per block: the masked part of a block is at most BLOCK
 
 _lock = threading.Lock()
 _original: Any = None
-_workers: Any = None  # the threads attention shares its heads among
+_workers: Any = None  # the threads attention shares its heads among, one per core
+_THREADS = os.cpu_count() or 1
 
 
 def installed() -> bool:
@@ -103,7 +104,7 @@ def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
     )
     units = range(batch * kv_heads)
     workers = _pool()
-    share = -(-len(units) // workers._max_workers)
+    share = -(-len(units) // _THREADS)
     list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
     return mx.array(heads.out.reshape(batch, q_heads, length, v.shape[-1]))
 
@@ -165,7 +166,7 @@ def _pool() -> Any:
             from concurrent.futures import ThreadPoolExecutor
 
             _workers = ThreadPoolExecutor(
-                max_workers=os.cpu_count() or 1, thread_name_prefix="tinytitan-attention", initializer=_one_blas_thread
+                max_workers=_THREADS, thread_name_prefix="tinytitan-attention", initializer=_one_blas_thread
             )
     return _workers
 
