@@ -2,7 +2,7 @@
 
     python benchmarks/bench_batch.py [--only scale,flips] [--rows 1,2,4,8] [--runs 40] [--blas openblas|blis]
 
-- **scale** (0.6B shape, fp32): N rows decoding together through ``BatchRunner`` (greedy, short
+- **scale** (0.6B shape, fp32): N rows decoding together through ``MlxBatch`` (greedy, short
   different prompts, all admitted at once); aggregate decode tok/s in the steady state (the median
   step with every row decoding and nothing prefilled) ÷ one row's. This is what
   ``--max-concurrent``'s default is chosen by.
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,28 +30,17 @@ from bench_decode import preload
 
 
 def make_runner(model: Any, rows: int) -> Any:
-    from tinytitan.engine.backends.mlx.batch import BatchRunner
+    from tinytitan.engine.backends.mlx.batch import MlxBatch
     from tinytitan.engine.prompt_cache import PromptCache
 
-    return BatchRunner(model, PromptCache(0), "bench", [], rows)
+    return MlxBatch(model, PromptCache(0), "bench", [], rows)
 
 
 def run_rows(runner: Any, prompts: list[list[int]], samplings: list[Any], n: int) -> list[list[int]]:
-    """Submit every prompt at once; the tokens each row produced."""
-    from tinytitan.engine.backends.mlx.batch import END, Row
+    """Add every prompt at once and step the batch until all end; the tokens each row produced."""
+    from tinytitan.testing.batches import collect, row
 
-    rows = [Row(p, n, s, threading.Event(), out=queue.SimpleQueue()) for p, s in zip(prompts, samplings, strict=True)]
-    for row in rows:
-        runner.submit(row)
-    out: list[list[int]] = []
-    for row in rows:
-        tokens = []
-        while (item := row.out.get()) is not END:
-            if isinstance(item, BaseException):
-                raise item
-            tokens.append(item)
-        out.append(tokens)
-    return out
+    return collect(runner, [row(p, n, s) for p, s in zip(prompts, samplings, strict=True)])
 
 
 def part_scale(model: Any, counts: list[int], n: int) -> None:

@@ -7,14 +7,14 @@
   bytes a decode step reads (every weight once — the tied embedding as the LM head — plus the KV
   cache), and so the bound in tok/s.
 - **decode**: tok/s of ``mlx_lm.generate_step`` (pipelined with ``async_eval``: the next step is
-  queued before the current token is read back) and of our ``BatchRunner`` with one row, as a
+  queued before the current token is read back) and of our ``MlxBatch`` with one row, as a
   fraction of the bound. Also the time one LM-head matmul takes vs numpy's on the same matrix (the
   profile says where a step's time goes).
 - **compile**: the same decode with every layer's MLP and norms under ``mx.compile``.
 - **attention**: one layer's attention over a prompt chunk (256 and 2048 queries, 3,137 keys, the
   0.6B shape's 16 query / 8 key heads), mlx's ``mx.fast.scaled_dot_product_attention`` vs ours
   (``engine/backends/mlx/cpu_attention.py``), and mlx's ``exp`` vs NumPy's on the same scores.
-- **prefill**: prefill tok/s of a ``--prefill-prompt``-token prompt: our ``BatchRunner`` as it runs
+- **prefill**: prefill tok/s of a ``--prefill-prompt``-token prompt: our ``MlxBatch`` as it runs
   now (NumPy attention, 2048-token chunks when alone), as it ran before (mlx attention, 256-token
   chunks), and mlx-lm's ``generate_step`` in 2048-token chunks (what ``mlx_lm.server`` does).
 
@@ -106,22 +106,19 @@ def decode_direct(model: Any, prompt: list[int], n: int) -> float:
 
 
 def decode_runner(model: Any, prompt: list[int], n: int) -> float:
-    import queue
-
-    from tinytitan.engine.backends.mlx.batch import END, BatchRunner, Row
+    from tinytitan.engine.backends.mlx.batch import MlxBatch
     from tinytitan.engine.prompt_cache import PromptCache
-    from tinytitan.engine.request import Sampling
+    from tinytitan.testing.batches import drive, row
 
-    runner = BatchRunner(model, PromptCache(0), "bench", [], 1)
-    row = Row(list(prompt), n + 1, Sampling(temperature=0.0), threading.Event(), out=queue.SimpleQueue())
-    runner.submit(row)
-    row.out.get()
-    t = time.perf_counter()
-    k = 0
-    while row.out.get() is not END:
-        k += 1
+    batch = MlxBatch(model, PromptCache(0), "bench", [], 1)
+    t, k = 0.0, 0
+    for output in drive(batch, [row(prompt, n + 1)]):
+        if output.tokens and not t:
+            t = time.perf_counter()  # after the first token: decode only
+        elif output.tokens:
+            k += len(output.tokens)
     rate = k / (time.perf_counter() - t)
-    runner.close()
+    batch.close()
     return rate
 
 
@@ -191,24 +188,20 @@ def best_of(fn: Any, runs: int = 3) -> float:
 
 
 def prefill_runner(model: Any, prompt: list[int], alone: int, numpy_attention: bool) -> float:
-    """Prefill tok/s of ``prompt`` through a one-row ``BatchRunner`` (time to its first token)."""
-    import queue
-
+    """Prefill tok/s of ``prompt`` through a one-row ``MlxBatch`` (time to its first token)."""
     from tinytitan.engine.backends.mlx import cpu_attention
-    from tinytitan.engine.backends.mlx.batch import END, BatchRunner, Row
+    from tinytitan.engine.backends.mlx.batch import MlxBatch
     from tinytitan.engine.prompt_cache import PromptCache
-    from tinytitan.engine.request import Sampling
+    from tinytitan.testing.batches import drive, row
 
     (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
-    runner = BatchRunner(model, PromptCache(0), "bench", [], 4, prefill_alone=alone)
-    row = Row(list(prompt), 2, Sampling(temperature=0.0), threading.Event(), out=queue.SimpleQueue())
+    batch = MlxBatch(model, PromptCache(0), "bench", [], 4, prefill_alone=alone)
     t = time.perf_counter()
-    runner.submit(row)
-    row.out.get()
-    rate = len(prompt) / (time.perf_counter() - t)
-    while row.out.get() is not END:
-        pass
-    runner.close()
+    rate = 0.0
+    for output in drive(batch, [row(prompt, 2)]):
+        if output.tokens and not rate:
+            rate = len(prompt) / (time.perf_counter() - t)
+    batch.close()
     return rate
 
 
@@ -262,7 +255,7 @@ def main() -> None:
         mlx_head, np_head = head_matmul(model)
         print(
             f"  bandwidth {before / 1e9:.1f} GB/s before, {after / 1e9:.1f} after → bound {bound:.2f} tok/s; "
-            f"generate_step {direct:.2f} tok/s, BatchRunner (1 row) {ours:.2f} tok/s",
+            f"generate_step {direct:.2f} tok/s, MlxBatch (1 row) {ours:.2f} tok/s",
             flush=True,
         )
         print(f"decode ÷ bandwidth bound: generate_step {direct / bound:.3f}, ours {ours / bound:.3f}  (target ≥ 0.5)")
@@ -293,7 +286,7 @@ def main() -> None:
         before = prefill_runner(model, long_prompt, PREFILL_STEP, False)
         peer = prefill_direct(model, long_prompt, 2048)
         print(
-            f"prefill tok/s of {len(long_prompt)} tokens: BatchRunner now {now:.1f}, before {before:.1f}, "
+            f"prefill tok/s of {len(long_prompt)} tokens: MlxBatch now {now:.1f}, before {before:.1f}, "
             f"generate_step (2048) {peer:.1f}"
         )
         print(f"prefill now ÷ before = {now / before:.2f}; now ÷ generate_step = {now / peer:.2f}")

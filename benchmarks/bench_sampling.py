@@ -131,6 +131,12 @@ def bench_a(rounds: int) -> None:
         print(f"  (a) {name}: {wall:.3f} ms (CPU {cpu:.3f}) per token{misses}", flush=True)
 
 
+def set_sampler(live: Any, backend: Any, make: MakeSampler) -> None:
+    """The sampler the model's open batch makes for its next rows (set on the device thread)."""
+    live.engine.device.activate(backend.info.id).result(300)  # resident, its batch open
+    live.engine.device.run(lambda: setattr(backend.batch, "make_sampler", make)).result(60)
+
+
 def bench_b(shape: str, n: int, rounds: int) -> None:
     from tinytitan.testing.server import live_server
 
@@ -160,12 +166,12 @@ def bench_b(shape: str, n: int, rounds: int) -> None:
                     ("top_k 1", ours_make, {"seed": round_, "top_k": 1}),  # our sampler, greedy's text
                 )
                 for name, make, sampling in runs:
-                    backend.runner().make_sampler = make
+                    set_sampler(live, backend, make)
                     backend.prompt_cache.clear()
                     cpu, tokens = time.process_time(), backend.tokens_generated
                     rates[name] = server_decode(live.url, backend, text, n, sampling)
                     cpu_ms[name] = (time.process_time() - cpu) / (backend.tokens_generated - tokens) * 1e3
-                backend.runner().make_sampler = ours_make
+                set_sampler(live, backend, ours_make)
                 if round_:
                     for name in ratios:
                         ratios[name].append(rates[name] / rates["greedy"])

@@ -92,12 +92,12 @@ async def _bench(engine: Engine, models: ModelManager, shape: str, rounds: int, 
         _ = models.backend(model_id).tokenizer  # type: ignore[attr-defined]
     tokenizers = (time.perf_counter() - start) / 2
     start = time.perf_counter()
-    models.activate("tiny-a")
+    await asyncio.wrap_future(engine.device.activate("tiny-a"))
     cold = time.perf_counter() - start
     print(f"[{shape}] tokenizer load {tokenizers:.2f} s (once per model, without weights)", flush=True)
     if "a" in parts:
         for i in range(rounds):
-            models.activate("tiny-b" if i % 2 == 0 else "tiny-a")
+            await asyncio.wrap_future(engine.device.activate("tiny-b" if i % 2 == 0 else "tiny-a"))
         switches = [s.unload_s + s.load_s for s in models.switches]
         mean = statistics.mean(switches)
         unload = statistics.mean(s.unload_s for s in models.switches)

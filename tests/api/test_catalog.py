@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tinytitan.engine.backends.base import Generation
 from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.engine.backends.mlx.batch import MlxBatch
 from tinytitan.engine.backends.mlx.loading import has_accelerator
 from tinytitan.engine.catalog import CatalogEntry, scan
+from tinytitan.engine.device.batch import Row
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.request import ChatRequest, Message
 from tinytitan.settings import Settings
@@ -213,8 +214,8 @@ def test_facts_and_count_tokens_of_the_other_model_do_not_load_it(live: LiveServ
 
 
 async def _occupy(live: LiveServer, gate: threading.Event) -> None:
-    """Queue a task on the engine's generation thread that waits for ``gate``."""
-    live.engine.run_worker(lambda: gate.wait(120))
+    """Hold the engine's device thread until ``gate`` opens."""
+    live.engine.device.run(lambda: gate.wait(120))
 
 
 def test_concurrent_requests_for_both_models_complete_in_arrival_order(
@@ -222,14 +223,12 @@ def test_concurrent_requests_for_both_models_complete_in_arrival_order(
 ) -> None:
     models = models_of(live)
     generated: list[str] = []  # the last user text of every generation, in the order they ran
-    for model_id in (A, B):
-        backend = models.backend(model_id)
 
-        def recording(gen: Generation, original: Any = backend.generate) -> Any:
-            generated.append(gen.request.turns[-1].text)
-            return original(gen)
+    def recording(batch: MlxBatch, row: Row, original: Any = MlxBatch.add) -> Any:
+        generated.append(row.request.turns[-1].text)
+        return original(batch, row)
 
-        monkeypatch.setattr(backend, "generate", recording)
+    monkeypatch.setattr(MlxBatch, "add", recording)
     order = [A, B, A, B, B, A]
     results: dict[int, int] = {}
 
@@ -239,7 +238,7 @@ def test_concurrent_requests_for_both_models_complete_in_arrival_order(
     assert ask(live, "chat", A).status_code == 200  # A resident
     generated.clear()
     queue, gate = live.engine.queue, threading.Event()
-    # hold the one generation thread while the requests arrive, one after another
+    # hold the device thread while the requests arrive, one after another
     on_server(live, _occupy(live, gate))
     before = len(models.switches)
     threads = []

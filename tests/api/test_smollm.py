@@ -20,9 +20,9 @@ import httpx
 import openai
 import pytest
 
-from tinytitan.engine.backends.base import Piece
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.settings import Settings
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -33,14 +33,21 @@ PROTOCOLS = ("chat", "responses", "messages")
 
 
 class SlowStartBackend(MlxBackend):
-    """The real model, with an optional pause before the first piece (a slow prefill, on demand)."""
+    """The real model, with an optional pause before a row starts (a slow prefill, on demand)."""
 
     start_delay = 0.0
 
-    def generate(self, *args: Any, **kwargs: Any) -> Iterator[Piece]:
-        if self.start_delay:
-            time.sleep(self.start_delay)
-        yield from super().generate(*args, **kwargs)
+    def open_batch(self) -> Batch:
+        batch = super().open_batch()
+        add = batch.add
+
+        def slow_add(row: Row) -> list[Output]:
+            if self.start_delay:
+                time.sleep(self.start_delay)
+            return add(row)
+
+        batch.add = slow_add  # type: ignore[method-assign]
+        return batch
 
 
 @pytest.fixture(scope="module")

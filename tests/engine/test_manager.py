@@ -11,6 +11,7 @@ import pytest
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.backends.mlx.facts import Description
 from tinytitan.engine.catalog import Catalog, CatalogEntry
+from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.request import ModelInfo
 from tinytitan.testing.lifecycle import Recorder
@@ -25,6 +26,12 @@ def entry(model_id: str, context: int = 1000) -> CatalogEntry:
         info=ModelInfo(model_id, context),
         about=Description("qwen3", parameters=1, quantization="float32", size_bytes=1, tool_call_family=None),
     )
+
+
+def device(models: ModelManager) -> DeviceWorker:
+    """The device worker an Engine gives ``models`` (it alone loads and unloads)."""
+    models.worker = DeviceWorker(models.backend, log_loads=models.catalog)
+    return models.worker
 
 
 def catalog_manager(events: list[str], **kw: Any) -> ModelManager:
@@ -50,11 +57,13 @@ def test_facts_come_from_the_catalog_without_building_a_backend() -> None:
 def test_switching_unloads_the_resident_model_and_keeps_its_prompt_cache(caplog: pytest.LogCaptureFixture) -> None:
     events: list[str] = []
     models = catalog_manager(events)
+    worker = device(models)
     with caplog.at_level(logging.INFO, logger="tinytitan.models"):
-        models.activate("a")
-        models.activate("a")  # already resident: nothing happens
-        models.activate("b")
-        models.activate("a")
+        worker.activate("a").result(10)
+        worker.activate("a").result(10)  # already resident: nothing happens
+        worker.activate("b").result(10)
+        worker.activate("a").result(10)
+    worker.close()
     assert events == ["build a", "load a", "build b", "unload a keep", "load b", "unload b keep", "load a"]
     assert [(s.previous, s.current) for s in models.switches] == [("a", "b"), ("b", "a")]
     switches = [r.getMessage() for r in caplog.records if "switched" in r.getMessage()]
@@ -66,11 +75,13 @@ def test_switching_unloads_the_resident_model_and_keeps_its_prompt_cache(caplog:
 def test_an_explicit_unload_releases_the_prompt_cache_too() -> None:
     events: list[str] = []
     models = catalog_manager(events)
-    assert models.unload() is False
-    models.activate("b")
-    assert models.unload() is True and events[-1] == "unload b" and models.resident is None
-    models.activate("a")
+    worker = device(models)
+    assert worker.unload().result(10) is False
+    worker.activate("b").result(10)
+    assert worker.unload().result(10) is True and events[-1] == "unload b" and models.resident is None
+    worker.activate("a").result(10)
     assert events[-1] == "load a" and not models.switches  # nothing was resident: a load, not a switch
+    worker.close()
 
 
 def test_cpu_variants_are_their_own_ids_on_the_cpu_device() -> None:
@@ -83,7 +94,9 @@ def test_cpu_variants_are_their_own_ids_on_the_cpu_device() -> None:
     models = ModelManager.from_catalog(Catalog((entry("a"),)), factory, cpu_variants=True)
     assert models.ids() == ["a", "a@cpu"]
     assert models.info("a@cpu").id == "a@cpu" and models.details("a@cpu")["device"] == "cpu"
-    models.activate("a@cpu")
+    worker = device(models)
+    worker.activate("a@cpu").result(10)
+    worker.close()
     assert built == [("a@cpu", "cpu")]
 
 
@@ -92,7 +105,9 @@ def test_one_model_is_resident_when_its_backend_is_loaded() -> None:
     backend = Recorder("m", events)
     models = ModelManager.single(backend)
     assert models.ids() == ["m"] and not models.catalog and models.resident is None
-    backend.load()
+    worker = device(models)
+    worker.activate("m").result(10)
+    worker.close()
     assert models.resident == "m" and models.backend("m") is backend
     assert models.details("m") == {
         "id": "m",

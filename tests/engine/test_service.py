@@ -4,15 +4,14 @@ and a slot that is freed however a job ends."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pytest
 
-from tinytitan.engine.backends.base import Generation, Piece
 from tinytitan.engine.backends.stub import StubBackend, stub_tokens
+from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import (
     ContextLengthExceeded,
     GenerationFailed,
@@ -266,7 +265,7 @@ def test_a_cancelled_job_frees_its_slot_for_the_next(make_engine: MakeEngine) ->
         queued = await engine.prepare(ask())
         assert (engine.queue.running, engine.queue.waiting) == (1, 1)
         await events.aclose()  # the client went away
-        assert running.cancel.is_set()
+        assert running.cancelled
         result = await queued.collect()  # gets the slot once the worker has stopped
         assert result.text == "alpha beta gamma STOP delta"
         await wait_until_async(lambda: idle(engine))
@@ -296,11 +295,11 @@ def test_closed_on_error_closes_only_on_an_exception(make_engine: MakeEngine) ->
         with pytest.raises(RuntimeError), failing.closed_on_error() as job:
             assert job is failing
             raise RuntimeError("an encoder broke")
-        assert failing.cancel.is_set() and engine.queue.waiting == 0
+        assert failing.cancelled and engine.queue.waiting == 0
         handed_on = await engine.prepare(ask())
         with handed_on.closed_on_error():
             pass  # e.g. the stream went to a response, whose on_close will close it
-        assert not handed_on.cancel.is_set() and engine.queue.waiting == 1
+        assert not handed_on.cancelled and engine.queue.waiting == 1
         handed_on.close()
         assert idle(engine)
 
@@ -311,17 +310,38 @@ def test_closed_on_error_closes_only_on_an_exception(make_engine: MakeEngine) ->
 
 
 class StuckBackend(StubBackend):
-    """A generation that ignores cancellation until ``release`` (a collective with a dead rank)."""
+    """A step that ignores cancellation until ``release`` (a collective with a dead rank)."""
 
     def __init__(self) -> None:
         super().__init__(script({"reply": {"text": "never"}}))
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def generate(self, gen: Generation) -> Iterator[Piece]:
-        self.entered.set()
-        self.release.wait(60)
-        yield Piece("late", 1)
+    def open_batch(self) -> Batch:
+        return Stuck(self)
+
+
+class Stuck(Batch):
+    def __init__(self, backend: StuckBackend) -> None:
+        self.backend = backend
+        self.running: list[Row] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.running)
+
+    def add(self, row: Row) -> list[Output]:
+        self.running.append(row)
+        return []
+
+    def remove(self, row: Row) -> None:
+        self.running.remove(row)
+
+    def step(self) -> list[Output]:
+        self.backend.entered.set()
+        self.backend.release.wait(60)
+        ended, self.running = self.running, []
+        return [Output(row, ["late"], finish="stop") for row in ended]
 
 
 def test_stop_refuses_new_and_waiting_requests_and_ends_a_stuck_generation() -> None:
@@ -343,11 +363,10 @@ def test_stop_refuses_new_and_waiting_requests_and_ends_a_stuck_generation() -> 
             await engine.prepare(ask())
         with pytest.raises(ShuttingDown) as ended:
             await first  # the generation thread is still stuck: the job ends without it
-        assert ended.value.status == 503 and running.cancel.is_set()
+        assert ended.value.status == 503 and running.cancelled
         await events.aclose()
-        assert not engine.jobs
+        assert not engine.jobs and idle(engine)  # the slot is free; the device drops the row after its step
         backend.release.set()
-        await wait_until_async(lambda: idle(engine))  # the slot frees once the thread lets go
 
     try:
         asyncio.run(main())
@@ -372,7 +391,7 @@ def test_a_generation_that_finishes_within_the_grace_is_answered_in_full(make_en
     asyncio.run(main())
 
 
-def test_join_reports_a_busy_generation_thread_until_the_job_is_cancelled() -> None:
+def test_shutdown_ends_a_waiting_generation_and_stops_the_device_thread() -> None:
     backend = StubBackend(script({"reply": {"text": "a b c", "chunk_delay_ms": 60_000}}))
     engine = Engine(backend)
 
@@ -380,13 +399,13 @@ def test_join_reports_a_busy_generation_thread_until_the_job_is_cancelled() -> N
         job = await engine.prepare(ask())
         events = job.events()
         task = asyncio.ensure_future(anext(events))
-        while not backend.recorded:  # the generation thread is in the scripted wait
+        while not backend.recorded:  # the row is on the device, waiting for its first chunk
             await asyncio.sleep(0.01)
+        thread = engine.device.thread
+        assert thread is not None and thread.is_alive()
         engine.shutdown()
-        assert engine.join(timeout=0) is False
-        task.cancel()  # the client goes away: the job is cancelled within a token
-        with contextlib.suppress(asyncio.CancelledError):
+        assert engine.join(timeout=0) is True and not thread.is_alive()
+        with pytest.raises(ShuttingDown):
             await task
 
     asyncio.run(run())
-    assert engine.join(timeout=30) is True

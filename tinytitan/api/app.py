@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,6 +33,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Litestar) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(engine.cpu)  # no thread per request, ever
         engine.warm_up()  # load the weights in the background: the first request need not wait for all of it
         try:
             yield

@@ -17,7 +17,6 @@ versioned payload: base64 of compact sorted-key JSON ``{createdAt, mode, model, 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -231,7 +230,7 @@ class _Compactor:
 
     async def count(self, text: str) -> int:
         try:
-            return int(await asyncio.to_thread(lambda: self.engine.backend_for(self.model).count_text(text)))
+            return int(await self.engine.on_cpu(lambda: self.engine.backend_for(self.model).count_text(text)))
         except Unsupported:
             if not self._estimated:
                 log.warning("compaction: the backend has no tokenizer; estimating 4 characters per token")

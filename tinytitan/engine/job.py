@@ -1,8 +1,11 @@
-"""One admitted generation: ``Job.events()`` waits for a slot, runs the backend on the engine's
-generation thread and yields its events; ``Completion`` is the same run collected.
+"""One admitted generation: ``Job.events()`` waits for a slot, submits a row to the device worker and
+turns what it hands back into events; ``Completion`` is the same run collected.
 
-A job is closed on every way out (finished, failed, client gone, aborted at shutdown): closing
-cancels its generation within a token and frees its slot once the generation thread lets go.
+Per step the device worker hands the row's new tokens to the event loop; here they are detokenized
+(the backend's ``Decoder``) and parsed (its ``OutputParser``) into events. A stop string ends the
+row with a cancel; the output cap is the device's ``length``. A job is closed on every way out
+(finished, failed, client gone, aborted at shutdown): closing cancels its row (the device drops it
+before its next step) and frees its slot.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tinytitan.engine.backends.base import Backend, Generation, Prompt
+from tinytitan.engine.backends.base import Generation, Prompt
+from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.output_parser import ParseOptions
@@ -25,11 +28,12 @@ from tinytitan.engine.request import ValidatedRequest
 if TYPE_CHECKING:
     from tinytitan.engine.service import Engine
 
-__all__ = ["Completion", "Job"]
+__all__ = ["Completion", "Job", "Rounds"]
 
 log = logging.getLogger("tinytitan.engine")
 
-_DONE = object()
+Generate = Callable[[Generation], AsyncGenerator[Event, None]]
+Rounds = Callable[[Generate, Generation], AsyncGenerator[Event, None]]  # several generations (memory)
 
 
 @dataclass(slots=True)
@@ -46,40 +50,54 @@ class Completion:
 class Job:
     """One admitted generation; iterate ``events()`` exactly once (or ``collect()``)."""
 
-    def __init__(self, engine: Engine, request: ValidatedRequest, prompt: Prompt, max_new: int, ticket: Ticket):
+    def __init__(
+        self,
+        engine: Engine,
+        request: ValidatedRequest,
+        prompt: Prompt,
+        max_new: int,
+        ticket: Ticket,
+        rounds: Rounds | None = None,
+    ) -> None:
         self.engine = engine
+        self.rounds = rounds  # the memory decorator's rounds, else one generation
         self.request = request
         self.generation = Generation(request, prompt, max_new)
         self.ticket = ticket
-        self._worker: asyncio.Future[Any] | None = None
-        self._inbox: asyncio.Queue[Any] | None = None  # what the running generation hands over
+        self._row: Row | None = None  # the row on the device now
+        self._inbox: asyncio.Queue[Output | BaseException] | None = None
         self._aborted: TinyTitanError | None = None
+        self._closed = False
         engine.jobs.add(self)
-
-    @property
-    def cancel(self) -> threading.Event:
-        return self.generation.cancel
 
     def close(self) -> None:
         """Stop and give up the slot — safe at any moment, any number of times.
 
         Protocol code calls this on every way out (an encoder that raised, a stream that never
         started, a client that left) so a job can never hold the slot after its request is over.
+        The cancel reaches the device before any later request's row, so the slot is free at once.
         """
-        self.cancel.set()
-        self.engine.jobs.discard(self)
-        worker = self._worker
-        if worker is None or worker.done():
+        self._leave()
+        if not self._closed:
+            self._closed = True
+            self.engine.jobs.discard(self)
             self.ticket.release()
-        else:
-            # the worker checks `cancel` every token: the slot frees the moment it stops
-            worker.add_done_callback(lambda _f: self.ticket.release())
+
+    @property
+    def cancelled(self) -> bool:
+        """Closed or aborted: the job's row (if any) has been told to stop."""
+        return self._closed or self._aborted is not None
+
+    def _leave(self) -> None:
+        row, self._row = self._row, None
+        if row is not None and not row.ended:
+            self.engine.device.cancel(row)
 
     def abort(self, error: TinyTitanError) -> None:
-        """End this job's events with ``error`` now, without waiting for its generation thread
-        (a long prefill chunk, or a collective with a rank that died, may not return soon)."""
+        """End this job's events with ``error`` now, without waiting for the device (a long prefill
+        chunk, or a collective with a rank that died, may not return soon)."""
         self._aborted = self._aborted or error
-        self.cancel.set()
+        self._leave()
         if self._inbox is not None:
             self._inbox.put_nowait(error)
 
@@ -125,47 +143,18 @@ class Job:
             self.close()
 
     def _rounds(self) -> AsyncGenerator[Event, None]:
-        """What the job yields once it holds its slot: one generation (the memory loop runs several)."""
+        """What the job yields once it holds its slot: one generation (the memory rounds run several)."""
+        if self.rounds is not None:
+            return self.rounds(self._generate, self.generation)
         return self._generate(self.generation)
 
     async def _generate(self, gen: Generation) -> AsyncGenerator[Event, None]:
-        """Run ``gen`` on the generation thread and yield its events as they come."""
+        """Run ``gen`` on the device and yield its events as they come; a row that ends early
+        (stop string, client gone) is cancelled on the way out."""
         if self._aborted is not None:
             raise self._aborted
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._inbox = queue
-
-        def emit(item: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        self._worker = self.engine.run_worker(lambda: self._work(gen, emit))
-        while True:
-            item = await queue.get()
-            if item is _DONE:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    # runs on the generation thread
-    def _work(self, gen: Generation, emit: Callable[[Any], None]) -> None:
         request = gen.request
-        try:
-            with self.engine.models.use(request.model_id) as backend:  # a switch to its model waits here
-                self._decode(backend, gen, emit)
-        except TinyTitanError as exc:
-            log.warning("request %s failed: %s", request.request_id, exc.message)
-            emit(exc)
-        except Exception:
-            log.exception("request %s: generation failed", request.request_id)
-            emit(GenerationFailed())
-        finally:
-            emit(_DONE)
-
-    def _decode(self, backend: Backend, gen: Generation, emit: Callable[[Any], None]) -> None:
-        request = gen.request
-        reason = "stop"
+        backend = self.engine.models.backend(request.model_id)
         parser = backend.output_parser(
             ParseOptions(
                 stop=request.stop,
@@ -174,34 +163,58 @@ class Job:
                 start_in_reasoning=gen.prompt.start_in_reasoning,
             )
         )
-        pieces = backend.generate(gen)
+        decoder = backend.decoder()
+        inbox: asyncio.Queue[Output | BaseException] = asyncio.Queue()
+        self._inbox = inbox
+        reason = "length"  # no room left for a token: nothing runs
+        if gen.max_new > 0:
+            row = Row(request.model_id, request, gen.prompt, gen.max_new, inbox.put_nowait, asyncio.get_running_loop())
+            self._row = row
+            self.engine.device.submit(row)
+            reason = "stop"
         try:
-            for piece in pieces:
-                if gen.cancel.is_set():
-                    return
-                if piece.finish:
-                    reason = piece.finish
-                for event in parser.feed(piece.text, piece.tokens):
-                    emit(event)
-                if parser.stopped is not None:
-                    break
-                if parser.completion_tokens >= gen.max_new:
-                    reason = "length"
+            while gen.max_new > 0:
+                item = await inbox.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item.error is not None:
+                    _log_failure(request, item.error)
+                    raise item.error if isinstance(item.error, TinyTitanError) else GenerationFailed()
+                if item.cached is not None:
+                    gen.cached_tokens = item.cached
+                if item.tokens:
+                    text = decoder.feed(item.tokens)
+                    if item.finish is not None:
+                        text += decoder.finish()
+                    for event in parser.feed(text, len(item.tokens)):
+                        yield event
+                    if parser.stopped is not None:
+                        break
+                elif item.finish is not None and (tail := decoder.finish()):
+                    for event in parser.feed(tail, 0):
+                        yield event
+                if item.finish is not None:
+                    reason = item.finish
                     break
         finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
-        if gen.cancel.is_set():
-            return
+            self._leave()
         for event in parser.finish():
-            emit(event)
+            yield event
         if parser.tool_calls:
             reason = "tool_calls"
+        elif parser.stopped is not None:
+            reason = "stop"
         usage = Usage(
             prompt_tokens=gen.prompt.n_tokens,
             cached_tokens=gen.cached_tokens,
             completion_tokens=parser.completion_tokens,
             reasoning_tokens=parser.reasoning_tokens,
         )
-        emit(Finished(reason, usage, parser.stopped))
+        yield Finished(reason, usage, parser.stopped)
+
+
+def _log_failure(request: ValidatedRequest, error: BaseException) -> None:
+    if isinstance(error, TinyTitanError):
+        log.warning("request %s failed: %s", request.request_id, error.message)
+    else:
+        log.error("request %s: generation failed: %r", request.request_id, error)

@@ -6,9 +6,9 @@
 
 A catalog backend is built from the entry's facts without weights: validation (context window,
 sampling defaults, reasoning levels, tool-call family) and count_tokens for a model that is not
-resident use its config and tokenizer and never load it. Exactly one model is resident:
-a generation runs inside ``use(id)`` (``tinytitan.engine.residency``), which switches the resident
-model only once no generation uses it, in arrival order, and logs each switch with its timings.
+resident use its config and tokenizer and never load it. Exactly one model is resident: the
+device worker (``tinytitan.engine.device``) loads it, and switches to another only once no row of
+the resident one runs, in arrival order, logging each switch with its timings.
 
 Every backend owns its prompt cache, so snapshots are keyed by model: a switch keeps the departing
 model's snapshots (a switch back finds its prefixes warm); an explicit unload
@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.catalog import Catalog, CatalogEntry
+from tinytitan.engine.device.worker import Switch
 from tinytitan.engine.request import ModelInfo
-from tinytitan.engine.residency import Residency, Switch
+
+if TYPE_CHECKING:
+    from tinytitan.engine.device.worker import DeviceWorker
 
 __all__ = ["CPU_SUFFIX", "BackendFactory", "ModelManager", "Switch"]
 
@@ -52,7 +54,7 @@ class ModelManager:
         self.catalog = catalog  # several installs, switched between (else one model)
         self._preferred = preferred if preferred in slots else None
         self._lock = threading.Lock()
-        self._residency = Residency(self.backend, log_loads=catalog)
+        self.worker: DeviceWorker | None = None  # the engine's device worker, which makes models resident
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -98,10 +100,11 @@ class ModelManager:
     @property
     def resident(self) -> str | None:
         """The id whose weights are loaded, if any."""
-        if self._residency.current is not None or self.catalog:
-            return self._residency.current
-        ((model_id, slot),) = self._slots.items()  # one model: it may be loaded outside activate()
-        return model_id if slot.backend is not None and slot.backend.loaded else None
+        if self.worker is None or self.worker.resident is None:
+            return None
+        resident = self.worker.resident
+        slot = self._slots[resident]
+        return resident if slot.backend is not None and slot.backend.loaded else None
 
     @property
     def preferred(self) -> str | None:
@@ -156,23 +159,6 @@ class ModelManager:
         facts["resident"] = self.resident == model_id
         return facts
 
-    # -- residency (the generation threads) ------------------------------------------------------
-    def use(self, model_id: str) -> AbstractContextManager[Backend]:
-        """``model_id`` loaded and resident for the block (a switch waits for the other model's
-        generations); see ``Residency.use``."""
-        return self._residency.use(model_id)
-
-    def activate(self, model_id: str) -> Backend:
-        """Make ``model_id`` the resident model (loading it when needed) and return its backend."""
-        with self.use(model_id) as backend:
-            return backend
-
     @property
     def switches(self) -> list[Switch]:
-        return self._residency.switches
-
-    def unload(self) -> bool:
-        """Release the resident model (weights and prompt cache); True when one was resident."""
-        if self.catalog or self._residency.current is not None:
-            return self._residency.unload()
-        return self.backend(self.ids()[0]).unload()  # one model, loaded outside the gate
+        return self.worker.switches if self.worker is not None else []

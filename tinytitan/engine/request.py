@@ -31,6 +31,7 @@ __all__ = [
     "ValidatedRequest",
     "new_id",
     "new_request_id",
+    "tool_source",
 ]
 
 
@@ -213,3 +214,11 @@ class ValidatedRequest:
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+
+_TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
+
+
+def tool_source(tool: Tool, i: int) -> Source:
+    """Where the client wrote ``tool`` (``tools[i]`` in Chat spelling when the mapper kept it there)."""
+    return tool.source or Source(f"tools[{i}]", _TOOL_SPELLING)

@@ -1,13 +1,13 @@
 """The Engine facade: the ONE generation path every protocol and the CLI go through.
 
     ChatRequest ─► route model ─► validate ─► render + count ─► admit (queue) ─► Job
-    Job.events(): wait for a slot ─► make its model resident ─► backend.generate in the worker
-                  thread ─► OutputParser ─► Events
+    Job.events(): wait for a slot ─► a row on the device worker ─► tokens per step ─► decode +
+                  OutputParser (on the event loop) ─► Events
 
 The models come from a ``ModelManager``: one model, or a catalog whose requests may name any
 install. Routing, validation and rendering use the named model's own facts and tokenizer without
-loading it; the one generation thread switches the resident model (``ModelManager.activate``) only
-when a job's turn comes, so requests keep their FIFO order across models.
+loading it; the device worker (the one thread that calls MLX) switches the resident model only when
+a row's turn comes, so requests keep their FIFO order across models.
 
 Validation, rendering and admission all happen in ``prepare`` — before a protocol opens a stream —
 so every refusal (including a full queue) is an ordinary HTTP error. ``Job.events()`` then yields
@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Prompt
+from tinytitan.engine.cpu_pool import CpuPool
+from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.manager import ModelManager
@@ -63,13 +64,10 @@ class Engine:
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
-        self._threads: list[threading.Thread] = []
         self.jobs: set[Job] = set()  # admitted and not yet closed (ended at shutdown)
-        self._executor = ThreadPoolExecutor(
-            max_workers=self.max_concurrent,
-            thread_name_prefix="tinytitan-gen",
-            initializer=lambda: self._threads.append(threading.current_thread()),
-        )
+        self.device = DeviceWorker(self.models.backend, log_loads=self.models.catalog)
+        self.models.worker = self.device
+        self.cpu = CpuPool()  # rendering and counting: CPU work off the event loop, no MLX
 
     # -- model names and facts (never load weights) ---------------------------------------------
     @property
@@ -102,7 +100,7 @@ class Engine:
     async def model_backend(self, model_id: str) -> Backend:
         """``models.backend(model_id)``, built off the event loop when it still has files to read."""
         built = self.models.peek(model_id)
-        return built if built is not None else await asyncio.to_thread(self.models.backend, model_id)
+        return built if built is not None else await self.on_cpu(self.models.backend, model_id)
 
     def context_window(self, name: str | None) -> int:
         """The named model's context window; the default model's for a missing or unknown name (the
@@ -136,7 +134,7 @@ class Engine:
     async def _fitting(self, validated: ValidatedRequest) -> Prompt:
         """The rendered prompt; refused when it leaves no room in the context window."""
         backend = await self.model_backend(validated.model_id)
-        prompt = await asyncio.to_thread(backend.render, validated)
+        prompt = await self.on_cpu(backend.render, validated)
         window = self.models.info(validated.model_id).context_window
         if prompt.n_tokens >= window:
             raise ContextLengthExceeded(
@@ -158,19 +156,27 @@ class Engine:
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
         """The memory decorator's job, or None to run the request as the client sent it (no usable
         workspace, or a prompt that fits only without the memory instructions)."""
-        from tinytitan.engine.memory.loop import MemoryJob
+        from tinytitan.engine.memory.loop import MemoryRounds
 
         assert self.memory is not None
         plan = await self.memory.plan(validated)
         if plan is None:
             return None
         backend = await self.model_backend(validated.model_id)
-        prompt = await asyncio.to_thread(backend.render, plan.request)
+        prompt = await self.on_cpu(backend.render, plan.request)
         room = self.models.info(validated.model_id).context_window - prompt.n_tokens
         if room <= 0:
             log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
             return None
-        return MemoryJob(self, plan, prompt, min(validated.cap, room), self.queue.admit())
+        window = self.models.info(validated.model_id).context_window
+        rounds = MemoryRounds(
+            plan, render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu
+        )
+        return Job(self, plan.request, prompt, min(validated.cap, room), self.queue.admit(), rounds)
+
+    async def on_cpu(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""
+        return await asyncio.wrap_future(self.cpu.submit(fn, *args))
 
     async def count_tokens(self, request: ChatRequest) -> int:
         if not (await self.model_backend(self.route(request.model)[0])).has_tokenizer:
@@ -185,21 +191,24 @@ class Engine:
     async def unload(self) -> bool:
         """Wait for in-flight generations, then release the resident model (weights and snapshots)."""
         await self.queue.wait_idle()
-        return bool(await self.run_worker(self.models.unload))
+        return bool(await asyncio.wrap_future(self.device.unload()))
 
-    def warm_up(self) -> None:
-        """Start loading the model to serve first on the generation thread; requests queue behind it.
+    def warm_up(self) -> Future[Any] | None:
+        """Start loading the model to serve first on the device worker; requests queue behind it.
 
         One model: that one. A catalog: the one ``--model`` named, else nothing until a request names one.
         """
 
-        def report(future: asyncio.Future[Any]) -> None:
+        def report(future: Future[Any]) -> None:
             if not future.cancelled() and future.exception() is not None:
                 log.error("loading the model failed: %s", future.exception())
 
         first = self.models.preferred
-        if first is not None and not self.models.backend(first).loaded:
-            self.run_worker(lambda: self.models.activate(first)).add_done_callback(report)
+        if first is None or self.models.backend(first).loaded:
+            return None
+        loading = self.device.activate(first)
+        loading.add_done_callback(report)
+        return loading
 
     def stop(self, finish_within: float) -> None:
         """The server begins to shut down (call on its event loop): waiting and new requests fail
@@ -214,25 +223,23 @@ class Engine:
         for job in list(self.jobs):
             job.abort(ShuttingDown())
 
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop the device worker (a running step finishes; rows still there end with
+        ``ShuttingDown``), then let every built model finish its background work."""
+        self.device.close()
+        self.device.join(timeout)
         for backend in self.models.built():  # every model a catalog has built, not only the default
             backend.close()
+        self.cpu.shutdown(wait=False, cancel_futures=True)
         if self.memory is not None:
             self.memory.close()  # releases every workspace's journal lock
 
     def join(self, timeout: float | None = None) -> bool:
-        """After ``shutdown``: wait for the generation thread to finish; True when it has.
+        """After ``shutdown``: wait for the device thread to finish; True when it has.
 
-        A process must not finalize while this thread runs inside MLX: CPython ends such a thread
+        A process must not finalize while that thread runs inside MLX: CPython ends such a thread
         with a forced unwind when it next takes the GIL, and unwinding through MLX's C++ frames
-        aborts the process ("terminate called without an active exception"). Jobs are cancelled
-        within a token (or a prefill chunk); only a model load cannot be interrupted.
+        aborts the process ("terminate called without an active exception"). Rows are dropped
+        within a step (a prefill chunk at most); only a model load cannot be interrupted.
         """
-        for thread in list(self._threads):
-            thread.join(timeout)
-        return not any(t.is_alive() for t in self._threads)
-
-    def run_worker(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Run ``fn`` on the generation thread (the backend is only ever driven from there)."""
-        return asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        return self.device.join(timeout)

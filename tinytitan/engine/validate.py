@@ -28,9 +28,10 @@ from tinytitan.engine.request import (
     ToolChoice,
     Turn,
     ValidatedRequest,
+    tool_source,
 )
 
-__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "tool_source", "validate"]
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "validate"]
 
 MAX_MESSAGES = 1000
 MAX_STOP = 4
@@ -40,7 +41,6 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _FALLBACK_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
 # where a server-built value (no Source) would sit, in the neutral (Chat) spelling
 _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
-_TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
 
 
 def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
@@ -199,11 +199,6 @@ def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> 
                 code="invalid_tool_arguments",
             )
     return calls
-
-
-def tool_source(tool: Tool, i: int) -> Source:
-    """Where the client wrote ``tool`` (``tools[i]`` in Chat spelling when the mapper kept it there)."""
-    return tool.source or Source(f"tools[{i}]", _TOOL_SPELLING)
 
 
 def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:

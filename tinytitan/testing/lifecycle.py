@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-from tinytitan.engine.backends.base import Backend, Piece, Prompt
+from tinytitan.engine.backends.base import Backend, Prompt
+from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["Recorder"]
@@ -41,5 +39,29 @@ class Recorder(Backend):
     def render(self, request: ValidatedRequest) -> Prompt:
         return Prompt("", 0)
 
-    def generate(self, *args: Any) -> Iterator[Piece]:
-        yield Piece("")
+    def open_batch(self) -> Batch:
+        return _Empty()
+
+
+class _Empty(Batch):
+    """Every row ends at its first step, having said nothing."""
+
+    max_rows = 1 << 30
+
+    def __init__(self) -> None:
+        self._rows: list[Row] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self._rows)
+
+    def add(self, row: Row) -> list[Output]:
+        self._rows.append(row)
+        return []
+
+    def remove(self, row: Row) -> None:
+        self._rows.remove(row)
+
+    def step(self) -> list[Output]:
+        ended, self._rows = self._rows, []
+        return [Output(row, finish="stop") for row in ended]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ def test_closing_the_stream_stops_the_worker_within_a_token(fresh: Engine) -> No
                     break
         await events.aclose()  # what a client that went away does
         at_close = backend.tokens_generated
-        await fresh.run_worker(lambda: None)  # the generation thread is free again
+        await asyncio.wrap_future(fresh.device.run(lambda: None))  # every earlier row has left the device
         await fresh.queue.wait_idle()
         return at_close, backend.tokens_generated
 

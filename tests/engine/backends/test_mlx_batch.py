@@ -7,19 +7,25 @@ its own prompt, cap, stop string and grammar; a client that leaves frees its row
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
+from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.backends.mlx.batch import BatchRunner
+from tinytitan.engine.backends.mlx.batch import MlxBatch
+from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.settings import Settings
+from tinytitan.testing.lifecycle import Recorder
 from tinytitan.testing.server import LiveServer, live_server
 
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
@@ -39,10 +45,10 @@ def live(tiny_dir: Path) -> Iterator[LiveServer]:
         yield server
 
 
-def runner(live: LiveServer) -> BatchRunner:
+def runner(live: LiveServer) -> MlxBatch:
     backend = live.engine.backend
-    assert isinstance(backend, MlxBackend) and backend._runner is not None
-    return backend._runner
+    assert isinstance(backend, MlxBackend) and backend.batch is not None
+    return backend.batch
 
 
 def wait_until(condition: Callable[[], bool], limit: float = 60.0) -> None:
@@ -150,7 +156,7 @@ def test_cancelling_one_leaves_the_others_intact_and_frees_its_slot(live: LiveSe
         results = [f.result(timeout=300) for f in futures]
         gone.result()
     assert results == alone
-    assert runner(live).tokens_generated < 10**6
+    assert live.engine.backend.tokens_generated < 10**6  # type: ignore[attr-defined]
     wait_until(lambda: live.engine.queue.running == 0)
 
 
@@ -261,30 +267,56 @@ def model(tiny_dir: Path) -> Any:
     return loaded
 
 
-def make_runner(model: Any, processors: Callable[..., list[Any]] | None = None) -> BatchRunner:
+class Fixed(Recorder):
+    """A loaded model whose batch the test makes."""
+
+    def __init__(self, make: Callable[[], Batch]) -> None:
+        super().__init__("m", [])
+        self.make = make
+
+    def open_batch(self) -> Batch:
+        return self.make()
+
+
+class Inbox:
+    """Stands in for the event loop the device worker hands each step's outputs to."""
+
+    def __init__(self) -> None:
+        self.items: queue.SimpleQueue[Output] = queue.SimpleQueue()
+
+    def call_soon_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
+        fn(*args)
+
+
+def make_worker(model: Any, processors: Callable[..., list[Any]] | None = None) -> DeviceWorker:
     from tinytitan.engine.backends.mlx.sampling import make_processors
     from tinytitan.engine.prompt_cache import PromptCache
 
-    return BatchRunner(model, PromptCache(0), "m", [], 4, processors=processors or make_processors)
+    backend = Fixed(lambda: MlxBatch(model, PromptCache(0), "m", [], 4, processors=processors or make_processors))
+    return DeviceWorker(lambda _id: backend)
 
 
-def drain(row: Any) -> list[Any]:
-    from tinytitan.engine.backends.mlx.batch import END
-
+def drain(row: Row) -> list[Any]:
+    """The row's tokens, then its finish reason or error."""
     items: list[Any] = []
+    inbox: Inbox = row.loop  # type: ignore[assignment]
     while True:
-        item = row.out.get(timeout=120)
-        if item is END or isinstance(item, BaseException):
-            return [*items, item]
-        items.append(item)
+        out = inbox.items.get(timeout=120)
+        assert out.row is row
+        items += out.tokens
+        if out.last:
+            return [*items, out.error or out.finish]
 
 
-def rows(prompts: list[list[int]], seeds: list[int], n: int = 12) -> list[Any]:
-    from tinytitan.engine.backends.mlx.batch import Row
+def rows(prompts: list[list[int]], seeds: list[int], n: int = 12) -> list[Row]:
     from tinytitan.engine.request import Sampling
 
-    pairs = zip(prompts, seeds, strict=True)
-    return [Row(p, n, Sampling(temperature=0.0, seed=s), threading.Event()) for p, s in pairs]
+    made = []
+    for prompt, seed in zip(prompts, seeds, strict=True):
+        inbox = Inbox()
+        request = SimpleNamespace(sampling=Sampling(temperature=0.0, seed=seed))
+        made.append(Row("m", request, Prompt("", len(prompt), prompt), n, inbox.items.put, inbox))  # type: ignore[arg-type]
+    return made
 
 
 PROMPTS = [[10, 20, 30, 40], [50, 60, 70], [80, 90, 100, 110, 120]]
@@ -299,18 +331,19 @@ def test_a_failing_processor_fails_its_own_row_only(model: Any) -> None:
 
         return [boom] if sampling.seed == 13 else []
 
-    runner = make_runner(model, processors)
+    worker = make_worker(model, processors)
     alone = []
     for r in rows(PROMPTS[:2], [1, 2]):
-        runner.submit(r)
+        worker.submit(r)
         alone.append(drain(r))
     together = rows([*PROMPTS[:2], PROMPTS[2]], [1, 2, 13])
     for r in together:
-        runner.submit(r)
+        worker.submit(r)
     results = [drain(r) for r in together]
-    runner.close()
+    worker.close()
     assert isinstance(results[2][-1], GenerationFailed) and results[2][:-1] == []
-    assert results[:2] == alone and [len(r) for r in alone] == [13, 13]  # twelve tokens and END each
+    assert results[:2] == alone and [len(r) for r in alone] == [13, 13]  # twelve tokens and "length" each
+    assert alone[0][-1] == "length"
 
 
 def test_a_batch_that_fails_fails_its_rows_and_the_next_request_starts_afresh(model: Any) -> None:
@@ -331,13 +364,13 @@ def test_a_batch_that_fails_fails_its_rows_and_the_next_request_starts_afresh(mo
                 raise RuntimeError("out of memory")
             return self.inner(*args, **kwargs)
 
-    runner = make_runner(Flaky(model))
+    worker = make_worker(Flaky(model))
     first = rows(PROMPTS[:2], [1, 2], n=20)
     for r in first:
-        runner.submit(r)
+        worker.submit(r)
     assert all(isinstance(drain(r)[-1], GenerationFailed) for r in first)
     (again,) = rows(PROMPTS[:1], [1], n=5)
-    runner.submit(again)
+    worker.submit(again)
     result = drain(again)
-    runner.close()
-    assert len(result) == 6 and not isinstance(result[-1], BaseException)
+    worker.close()
+    assert len(result) == 6 and result[-1] == "length"

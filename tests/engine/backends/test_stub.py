@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinytitan.engine.backends.base import Generation
+from tests.engine.backends.support import run_batch
 from tinytitan.engine.backends.stub import ScriptError, StubBackend, load_script
 from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, ToolChoice
@@ -20,9 +20,7 @@ def _run(backend: StubBackend, *, stream: bool, reasoning: ReasoningControls | N
     chat = ChatRequest(
         model="stub-model", messages=(Message("user", "hi"),), stream=stream, reasoning=reasoning or ReasoningControls()
     )
-    request = validate(chat, backend.info)
-    gen = Generation(request, backend.render(request), request.cap)
-    return "".join(p.text for p in backend.generate(gen))
+    return run_batch(backend, validate(chat, backend.info))
 
 
 def test_when_stream_matches_only_streaming_requests() -> None:
@@ -76,7 +74,7 @@ def test_stub_checks_a_forced_call(calls: list, choice: ToolChoice, ok: bool) ->
     req = validate(
         ChatRequest(model="m", messages=(Message("user", "hi"),), tools=tools, tool_choice=choice), backend.info
     )
-    run = lambda: list(backend.generate(Generation(req, backend.render(req), 100)))  # noqa: E731
+    run = lambda: run_batch(backend, req, 100)  # noqa: E731
     if ok:
         assert run()
     else:
@@ -105,7 +103,7 @@ def test_when_last_tool_scripts_a_sequence_across_tool_rounds() -> None:
             call = ToolCall("c1", name, "{}")
             messages += (Message("assistant", "", tool_calls=(call,)), Message("tool", "ok", tool_call_id="c1"))
         request = validate(ChatRequest(model="m", messages=messages), backend.info)
-        return "".join(p.text for p in backend.generate(Generation(request, backend.render(request), request.cap)))
+        return run_batch(backend, request)
 
     assert '"name": "first"' in after(None)
     assert '"name": "second"' in after("first")

@@ -17,7 +17,6 @@ from tinytitan.engine.backends.factory import build_engine
 from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.events import Event, Finished, ToolCall
 from tinytitan.engine.job import Job
-from tinytitan.engine.memory.loop import MemoryJob
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -52,7 +51,7 @@ def test_a_memory_round_renders_through_the_real_template_and_reuses_the_prefix(
             elif len(rounds) > 1:
                 yield event
 
-    monkeypatch.setattr(MemoryJob, "_generate", first_round_calls_memory)
+    monkeypatch.setattr(Job, "_generate", first_round_calls_memory)
     request = ChatRequest(
         model=engine.info.id,
         messages=(Message("user", "remember that we use Python 3.12"),),

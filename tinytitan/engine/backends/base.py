@@ -1,17 +1,18 @@
-"""The Backend contract every decoder implements (design.md).
+"""The Backend contract every model implements (design.md, docs/architecture.md).
 
-A backend renders a validated request into a prompt, counts its tokens, and generates raw model
-text piece by piece in a worker thread. It never parses its own output: the engine feeds the raw
-pieces through the shared ``OutputParser`` with the backend's ``markers`` and ``tool_parser``.
+A backend renders a validated request into a prompt and counts its tokens (any thread: no MLX), and
+on the device thread loads its weights and opens the ``Batch`` the device worker steps. It never
+parses its own output: the ``Job`` turns the tokens the batch hands back into text with the
+backend's ``Decoder`` and feeds it through the shared ``OutputParser`` with the backend's
+``markers`` and ``tool_parser``.
 """
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.errors import Unsupported
 from tinytitan.engine.output_parser import (
@@ -25,7 +26,10 @@ from tinytitan.engine.output_parser import (
 )
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
-__all__ = ["Backend", "Generation", "Piece", "Prompt"]
+if TYPE_CHECKING:
+    from tinytitan.engine.device.batch import Batch
+
+__all__ = ["Backend", "Decoder", "Generation", "Prompt", "TextDecoder"]
 
 
 @dataclass(slots=True)
@@ -38,24 +42,35 @@ class Prompt:
 
 @dataclass(slots=True)
 class Generation:
-    """One generation as a backend runs it: what to generate (the validated request, its rendered
-    prompt, the token budget ``max_new = min(cap, context - prompt)``) and the cancel flag the backend
-    checks before every token. The backend reports the prompt-cache hit in ``cached_tokens``."""
+    """One generation: the validated request, its rendered prompt and the token budget
+    ``max_new = min(cap, context - prompt)``; the device reports the prompt-cache hit in ``cached_tokens``."""
 
     request: ValidatedRequest
     prompt: Prompt
     max_new: int
-    cancel: threading.Event = field(default_factory=threading.Event)
     cached_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """Raw model text and how many generated tokens it took; ``finish`` overrides the end reason."""
+class Decoder(ABC):
+    """Generated tokens → text, incrementally (one per generation, on the event loop)."""
 
-    text: str
-    tokens: int = 1
-    finish: str | None = None
+    @abstractmethod
+    def feed(self, tokens: Sequence[Any]) -> str:
+        """The text ``tokens`` complete (a multi-byte character may wait for the next token)."""
+
+    @abstractmethod
+    def finish(self) -> str:
+        """Whatever text is still held back at the end."""
+
+
+class TextDecoder(Decoder):
+    """Tokens that are text already (the scripted backend's)."""
+
+    def feed(self, tokens: Sequence[Any]) -> str:
+        return "".join(str(t) for t in tokens)
+
+    def finish(self) -> str:
+        return ""
 
 
 class Backend(ABC):
@@ -86,7 +101,7 @@ class Backend(ABC):
         return True
 
     def load(self) -> None:  # noqa: B027 - optional hook
-        """Load the weights (called off the event loop, on the generation thread)."""
+        """Load the weights (on the device thread)."""
 
     def unload(self, *, keep_prompt_cache: bool = False) -> bool:
         """Release the weights; True when something was resident.
@@ -116,5 +131,9 @@ class Backend(ABC):
         """The chat template applied to the request (may raise ``Unsupported`` without a tokenizer)."""
 
     @abstractmethod
-    def generate(self, gen: Generation) -> Iterator[Piece]:
-        """Yield raw pieces; check ``gen.cancel`` before every token."""
+    def open_batch(self) -> Batch:
+        """The batch the device worker steps for this model (on the device thread, after ``load``)."""
+
+    def decoder(self) -> Decoder:
+        """A fresh decoder for one generation's tokens."""
+        return TextDecoder()

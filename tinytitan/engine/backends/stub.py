@@ -2,7 +2,8 @@
 
 It stands in for a model: the first rule whose ``when`` matches the validated request gives the
 reply, which is turned into raw model text in Qwen's format (``<think>``, ``<tool_call>``) and
-emitted token by token through the same output parser as a real model. Tokens are counted with a
+handed out chunk by chunk by its ``StubBatch`` on the device worker, then parsed by the same output
+parser as a real model. Tokens are counted with a
 small deterministic tokenizer, so usage is realistic and stable. Every request is recorded.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
+from tinytitan.engine.backends.base import Backend, Prompt
+from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 from tinytitan.jsonfile import read_json
@@ -154,8 +156,7 @@ class StubBackend(Backend):
                 return reply
         return {"text": "hello from tinytitan"}
 
-    def _record(self, gen: Generation) -> None:
-        request, prompt = gen.request, gen.prompt
+    def _record(self, request: ValidatedRequest, prompt: Prompt, max_new: int) -> None:
         r = request.request
         self.recorded.append(
             {
@@ -180,7 +181,7 @@ class StubBackend(Backend):
                     for k in ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")
                 },
                 "stop": list(request.stop),
-                "max_new": gen.max_new,
+                "max_new": max_new,
                 "reasoning_level": request.reasoning_level,
                 "reasoning_requested": {k: v for k, v in asdict(r.reasoning).items() if v is not None},
                 "output_format": None if request.output_format is None else request.output_format.type,
@@ -202,31 +203,96 @@ class StubBackend(Backend):
         self._cache = [*self._cache[-3:], tokens]
         return min(best, len(tokens) - 1) if tokens else 0
 
-    def generate(self, gen: Generation) -> Iterator[Piece]:
-        request, cancel = gen.request, gen.cancel
+    def open_batch(self) -> Batch:
+        return StubBatch(self)
+
+    def start(self, row: Row) -> _Scripted:
+        """A row's scripted reply, checked against its request (``GenerationFailed`` for a bad script)."""
+        request = row.request
         with self._lock:
-            self._record(gen)
-            gen.cached_tokens = self._cached_prefix(list(gen.prompt.tokens or []))
+            self._record(row.request, row.prompt, row.max_new)
+            cached = self._cached_prefix(list(row.tokens))
         reply = self._reply_for(request)
         _check_format(reply, request)
         _check_forced(reply, request)
         tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
-        size = max(1, int(reply.get("chunk_size", 1)))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
-        if cancel.wait(float(reply.get("prefill_ms", 0)) / 1000):  # a slow first token (a long prefill)
-            return
+        first = time.monotonic() + float(reply.get("prefill_ms", 0)) / 1000 + delay  # a slow first token
         fail_after = reply.get("fail_after_events")
-        for n, start in enumerate(range(0, len(tokens), size)):
-            if fail_after is not None and n >= int(fail_after):
-                raise GenerationFailed("scripted failure (fail_after_events)")
-            if delay and cancel.wait(delay):
-                return
-            if cancel.is_set():
-                return
-            chunk = tokens[start : start + size]
-            yield Piece("".join(chunk), len(chunk))
-        if reply.get("finish_reason"):
-            yield Piece("", 0, finish=str(reply["finish_reason"]))
+        return _Scripted(
+            row,
+            tokens,
+            size=max(1, int(reply.get("chunk_size", 1))),
+            delay=delay,
+            due=first,
+            fail_after=None if fail_after is None else int(fail_after),
+            finish=str(reply.get("finish_reason") or "stop"),
+            cached=cached,
+        )
+
+
+@dataclass(eq=False)
+class _Scripted:
+    """One row's reply, handed out a chunk per step when it is due."""
+
+    row: Row
+    tokens: list[str]
+    size: int
+    delay: float
+    due: float
+    fail_after: int | None
+    finish: str
+    cached: int
+    sent: int = 0  # tokens handed out
+    chunks: int = 0
+
+    def next(self) -> Output:
+        if self.fail_after is not None and self.chunks >= self.fail_after:
+            return Output(self.row, error=GenerationFailed("scripted failure (fail_after_events)"))
+        end = min(self.sent + self.size, len(self.tokens), self.row.max_new)
+        chunk = self.tokens[self.sent : end]
+        self.sent, self.chunks = end, self.chunks + 1
+        self.due = time.monotonic() + self.delay
+        if self.sent >= self.row.max_new:
+            return Output(self.row, chunk, finish="length")
+        if self.sent >= len(self.tokens):
+            return Output(self.row, chunk, finish=self.finish)
+        return Output(self.row, chunk)
+
+
+class StubBatch(Batch):
+    """The scripted replies of every running row, each chunk handed out when its delay is over."""
+
+    max_rows = 1 << 30  # the admission queue bounds it
+
+    def __init__(self, backend: StubBackend) -> None:
+        self.backend = backend
+        self._rows: dict[int, _Scripted] = {}
+
+    @property
+    def rows(self) -> int:
+        return len(self._rows)
+
+    def add(self, row: Row) -> list[Output]:
+        scripted = self.backend.start(row)
+        self._rows[row.id] = scripted
+        return [Output(row, cached=scripted.cached)]
+
+    def remove(self, row: Row) -> None:
+        self._rows.pop(row.id, None)
+
+    def wake_in(self) -> float | None:
+        if not self._rows:
+            return None
+        return max(0.0, min(s.due for s in self._rows.values()) - time.monotonic())
+
+    def step(self) -> list[Output]:
+        now = time.monotonic()
+        outputs = [s.next() for s in list(self._rows.values()) if s.due <= now]
+        for output in outputs:
+            if output.last:
+                del self._rows[output.row.id]
+        return outputs
 
 
 def _check_format(reply: dict[str, Any], request: ValidatedRequest) -> None:

@@ -4,8 +4,8 @@
 (``shard.load_sharded``: mlx-lm's tensor or pipeline split) and then splits by rank:
 
 - rank 0 serves HTTP exactly as one machine does — queue, validation, rendering, prompt-cache
-  decisions, sampling, grammar masks, stop strings — and runs generation on the ``LockstepRunner``,
-  which broadcasts each step (``channel``) so the other ranks compute the same thing;
+  decisions, sampling, grammar masks, stop strings — and its device worker steps the
+  ``LockstepBatch``, which broadcasts each step (``channel``) so the other ranks compute the same thing;
 - ranks > 0 serve no HTTP: ``follower.follow`` replays the steps until rank 0 shuts down.
 
 ``Distributed`` is the seam the mlx backend uses: ``load`` (this rank's shard), ``start_leader`` /
@@ -30,7 +30,7 @@ from tinytitan.engine.distributed.liveness import EXIT_GROUP_LOST, Watchdog, exi
 from tinytitan.engine.distributed.lockstep import CacheOps
 
 if TYPE_CHECKING:
-    from tinytitan.engine.distributed.leader import LockstepRunner
+    from tinytitan.engine.distributed.leader import LockstepBatch
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -60,7 +60,7 @@ class Distributed:
         self.requested = parallel
         self.parallel: str | None = None  # decided at load
         self.timeout = timeout
-        self.runner: LockstepRunner | None = None
+        self.runner: LockstepBatch | None = None
         self.lost: GroupLost | None = None
         self._exit: Callable[[int], None] = exit_now
         self._lost_lock = threading.Lock()
@@ -101,18 +101,16 @@ class Distributed:
         return load_sharded(path, dtype, self.group, self.parallel)
 
     def shutdown(self) -> None:
-        """Rank 0 is stopping: tell the followers (they exit 0)."""
-        runner, self.runner = self.runner, None
-        if runner is not None and self.lost is None:
-            runner.close()
+        """Rank 0 is stopping (its device worker told the followers, who exit 0): stop watching."""
+        self.runner = None
         self.watchdog.close()
 
     # -- rank 0 -----------------------------------------------------------------------------------
-    def start_leader(self, model: Any, cache: CacheOps, eos: Sequence[int]) -> LockstepRunner:
-        """Rank 0: the runner that generates and drives every rank, heartbeats four per timeout."""
-        from tinytitan.engine.distributed.leader import LockstepRunner
+    def start_leader(self, model: Any, cache: CacheOps, eos: Sequence[int]) -> LockstepBatch:
+        """Rank 0: the batch that generates and drives every rank, heartbeats four per timeout."""
+        from tinytitan.engine.distributed.leader import LockstepBatch
 
-        self.runner = LockstepRunner(model, self.channel, cache, eos, heartbeat=self.timeout / 4, on_lost=self._lost)
+        self.runner = LockstepBatch(model, self.channel, cache, eos, heartbeat=self.timeout / 4, on_lost=self._lost)
         return self.runner
 
     def check(self) -> None:

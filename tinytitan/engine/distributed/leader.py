@@ -1,38 +1,56 @@
-"""Rank 0's generation thread: one request at a time, every step broadcast to the followers.
+"""Rank 0's batch: one request at a time, every step broadcast to the followers.
 
-``submit`` hands a row over (the backend's job thread then reads its tokens from ``row.out``, as
-with the batch runner); the runner thread sends ``JOB`` and the prompt, prefills chunk by chunk
-(checking cancellation between chunks), and per token: evaluates the logits (a collective), applies
-penalties and the grammar mask, samples, hands the token to the row and — unless the row ends
-there (end of turn, the cap, a stop string or a client that left) — broadcasts it with ``DECODE``.
-``END`` closes every request on every rank, whatever the reason. When idle it sends a ``PING``
-every ``heartbeat`` seconds.
+``LockstepBatch`` is the ``Batch`` the device worker steps on rank 0. ``add`` sends ``JOB`` and
+the prompt and agrees on the prompt-cache prefix; each ``step`` is one unit of work — a prefill
+chunk, or evaluating the logits (a collective), applying penalties and the grammar mask, sampling
+and handing the token over — broadcast first so the other ranks compute the same thing. A row ends
+with ``END`` on every rank, whatever the reason (end of turn, its cap, an error, a cancel). While
+no row runs the worker calls ``idle`` every ``heartbeat`` seconds and a ``PING`` goes out.
 
 If the group is lost (a collective raised, or the watchdog saw a deadline pass) the running row
-and every waiting row fail with ``GroupLost``, later submits are refused, and ``on_lost`` is called
-once (the server then exits non-zero).
+fails with ``GroupLost``, later rows are refused, and ``on_lost`` is called once (the server then
+exits non-zero).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, Row, drain
+from tinytitan.engine.backends.mlx.batch import PREFILL_STEP
 from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
+from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.distributed.channel import Channel, GroupLost, Kind
 from tinytitan.engine.distributed.lockstep import CacheOps, Session, chunks
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 
-__all__ = ["LockstepRunner"]
+__all__ = ["LockstepBatch"]
 
 log = logging.getLogger("tinytitan.distributed")
 
+T = TypeVar("T")
 
-class LockstepRunner:
+
+@dataclass(eq=False)
+class _Request:
+    row: Row
+    session: Session
+    sizes: list[int]  # prefill chunks still to run (the last one gives the first logits)
+    tail: list[int]
+    sampler: Any
+    processors: list[Any]
+    seen: Any = None  # the tokens the penalties look at
+    produced: int = 0
+    last: int | None = None  # the token sampled last (broadcast with the next DECODE)
+    outputs: list[Output] = field(default_factory=list)
+
+
+class LockstepBatch(Batch):
+    max_rows = 1
+
     def __init__(
         self,
         model: Any,
@@ -50,126 +68,148 @@ class LockstepRunner:
         self.prefill_step = PREFILL_STEP  # the batch runner's chunks, samplers and processors
         self.make_sampler = make_sampler
         self.make_processors = make_processors
+        self.mask_for: Callable[[Row], Any] = lambda _row: None
+        self.counted: Callable[[int], None] = lambda _n: None
         self.heartbeat = heartbeat
         self._on_lost = on_lost
-        self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.lost: GroupLost | None = None
-        self._inbox: queue.SimpleQueue[Row | None] = queue.SimpleQueue()
-        self._current: Row | None = None
+        self._current: _Request | None = None
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="tinytitan-lockstep", daemon=True)
-        self._thread.start()
 
-    # -- job threads ------------------------------------------------------------------------------
-    def submit(self, row: Row) -> None:
-        with self._lock:
-            if self.lost is not None:
-                raise self.lost
-            self._inbox.put(row)
+    @property
+    def rows(self) -> int:
+        return 0 if self._current is None else 1
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the runner after the running row (followers are told ``SHUTDOWN``)."""
-        self._inbox.put(None)
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+    def wake_in(self) -> float | None:
+        return 0.0 if self._current is not None else self.heartbeat
+
+    def idle(self) -> None:
+        self._guarded(lambda: self.channel.exchange(Kind.PING))
+
+    def add(self, row: Row) -> list[Output]:
+        if self.lost is not None:
+            raise self.lost
+        return self._guarded(lambda: self._start(row))
+
+    def remove(self, row: Row) -> None:
+        current = self._current
+        if current is not None and current.row is row:
+            self._guarded(lambda: self._end(current, keep=True, left=True))
+
+    def step(self) -> list[Output]:
+        current = self._current
+        if current is None:
+            return []
+        return self._guarded(lambda: self._advance(current))
+
+    def close(self) -> None:
+        """Unload or a model switch: rank 0 keeps its shard for the life of the group."""
+
+    def shutdown(self) -> None:
+        """The server stops: the followers are told ``SHUTDOWN`` (they exit 0)."""
+        if self.lost is None:
+            self._guarded(lambda: self.channel.exchange(Kind.SHUTDOWN))
 
     def lose(self, error: GroupLost) -> None:
-        """The group is gone: fail the running and waiting rows, refuse new ones, tell ``on_lost``."""
+        """The group is gone: fail the running row, refuse new ones, tell ``on_lost`` (any thread)."""
         with self._lock:
             if self.lost is not None:
                 return
             self.lost = error
-            failed = [self._current] if self._current is not None else []
-            failed += drain(self._inbox)
+            current, self._current = self._current, None
         log.error("distributed: %s", error.message)
-        for row in failed:
-            row.out.put(error)
+        if current is not None:
+            current.row.loop.call_soon_threadsafe(current.row.deliver, Output(current.row, error=error))
         self._on_lost(error)
 
-    # -- the runner thread ------------------------------------------------------------------------
-    def _run(self) -> None:
+    # -- the device thread -------------------------------------------------------------------------
+    def _guarded(self, work: Callable[[], T]) -> T:
         try:
-            while self.lost is None:
-                try:
-                    row = self._inbox.get(timeout=self.heartbeat)
-                except queue.Empty:
-                    self.channel.exchange(Kind.PING)
-                    continue
-                if row is None:
-                    self.channel.exchange(Kind.SHUTDOWN)
-                    return
-                if row.leaving:
-                    row.out.put(END)
-                    continue
-                with self._lock:
-                    self._current = row
-                self._lead(row)
-                with self._lock:
-                    self._current = None
+            return work()
         except GroupLost as exc:
             self.lose(exc)
+            raise
         except Exception as exc:  # a bug here would leave the followers waiting: fail loudly
-            log.exception("the lockstep runner failed")
-            self.lose(GroupLost(f"the lockstep runner failed: {exc!r}"))
+            log.exception("the lockstep batch failed")
+            lost = GroupLost(f"the lockstep runner failed: {exc!r}")
+            self.lose(lost)
+            raise lost from exc
 
-    def _lead(self, row: Row) -> None:
+    def _start(self, row: Row) -> list[Output]:
         channel = self.channel
-        tokens = row.tokens
+        tokens = list(row.tokens)
         cache, reused = self.cache.fetch(tokens)
         channel.exchange(Kind.JOB, len(tokens), reused)
         channel.tokens(tokens, len(tokens))
         if channel.exchange(Kind.AGREE)[3] or cache is None:
             cache, reused = self.cache.fresh(), 0
-        if row.on_join is not None:
-            row.on_join(reused)
         session = Session(self.model, channel, cache, tokens[:reused])
-        keep = True
+        request = _Request(row, session, [], tokens[reused:], None, [])
+        self._current = request
         try:
-            keep = self._generate(row, session, tokens[reused:])
-        except GroupLost:
-            raise
+            request.processors = self.make_processors(row.request.sampling, tokens, reused)
+            mask = self.mask_for(row)
+            if mask is not None:
+                request.processors.append(mask)  # last: penalties cannot re-open a masked token
+            request.sampler = self.make_sampler(row.request.sampling)
         except TinyTitanError as exc:
-            keep = False
-            row.out.put(exc)
-        except Exception:
-            log.exception("a distributed generation failed")
-            keep = False
-            row.out.put(GenerationFailed())
-        channel.exchange(Kind.END, int(keep), int(row.leaving))  # b: the reader left early
-        if keep:
-            session.remember(self.cache)
-            row.out.put(END)
+            return self._end(request, keep=False, error=exc)
+        request.sizes = chunks(len(request.tail), self.prefill_step)
+        return [Output(row, cached=reused)]
 
-    def _generate(self, row: Row, session: Session, tail: list[int]) -> bool:
-        """Prefill and decode ``row``; False when it failed (its error already handed over)."""
+    def _advance(self, request: _Request) -> list[Output]:
         import mlx.core as mx
 
-        processors = self.make_processors(row.sampling, row.tokens, session.reused)
-        if row.mask is not None:
-            processors.append(row.mask)  # last: penalties cannot re-open a masked token
-        sampler = self.make_sampler(row.sampling)
-        sizes = chunks(len(tail), self.prefill_step)
-        for size in sizes[:-1]:
-            if row.leaving:
-                return True
+        session = request.session
+        if len(request.sizes) > 1:  # a prefill chunk: no logits yet
+            size = request.sizes.pop(0)
             self.channel.exchange(Kind.PREFILL, size, 0)
-            session.prefill(tail[:size])
-            tail = tail[size:]
-        if row.leaving:
-            return True
-        self.channel.exchange(Kind.PREFILL, len(tail), 1)
-        seen = mx.array(session.sequence[session.reused :] + tail)
-        logits = session.forward(tail)
-        produced = 0
-        while True:
-            for processor in processors:
-                logits = processor(seen, logits)
-            token = int(sampler(logits - mx.logsumexp(logits, keepdims=True)).item())
-            produced += 1
-            self.tokens_generated += 1
-            row.out.put(token)
-            if token in self.eos or produced >= row.max_new or row.leaving:
-                return True
-            self.channel.exchange(Kind.DECODE, token)
-            seen = mx.concatenate([seen, mx.array([token])])
-            logits = session.forward([token])
+            session.prefill(request.tail[:size])
+            request.tail = request.tail[size:]
+            return []
+        if request.sizes:  # the last chunk gives the first logits
+            self.channel.exchange(Kind.PREFILL, len(request.tail), 1)
+            request.sizes.clear()
+            request.seen = mx.array(session.sequence[session.reused :] + request.tail)
+            logits = session.forward(request.tail)
+        else:
+            assert request.last is not None
+            self.channel.exchange(Kind.DECODE, request.last)
+            request.seen = mx.concatenate([request.seen, mx.array([request.last])])
+            logits = session.forward([request.last])
+        try:
+            for processor in request.processors:
+                logits = processor(request.seen, logits)
+            token = int(request.sampler(logits - mx.logsumexp(logits, keepdims=True)).item())
+        except TinyTitanError as exc:
+            return self._end(request, keep=False, error=exc)
+        except Exception:
+            log.exception("a distributed generation failed")
+            return self._end(request, keep=False, error=GenerationFailed())
+        request.produced += 1
+        request.last = token
+        self.counted(1)
+        if token in self.eos:
+            return self._end(request, keep=True, finish="stop")
+        if request.produced >= request.row.max_new:
+            return self._end(request, keep=True, finish="length", tokens=[token])
+        return [Output(request.row, [token])]
+
+    def _end(
+        self,
+        request: _Request,
+        *,
+        keep: bool,
+        left: bool = False,
+        finish: str | None = None,
+        error: BaseException | None = None,
+        tokens: list[int] | None = None,
+    ) -> list[Output]:
+        """``END`` on every rank (``b``: the reader left early); the KV state kept when whole."""
+        self._current = None
+        self.channel.exchange(Kind.END, int(keep), int(left))
+        if keep:
+            request.session.remember(self.cache)
+        if left:
+            return []
+        return [Output(request.row, tokens or [], finish=finish, error=error)]

@@ -1,5 +1,5 @@
 """Where the mlx backend meets the distributed group: loading this rank's shard (and, on rank 0,
-starting the lockstep runner) and the backend's prompt cache as the lockstep loops use it."""
+making the lockstep batch) and the backend's prompt cache as the lockstep loops use it."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ __all__ = ["cache_ops", "load_shard"]
 
 
 def load_shard(backend: MlxBackend, distributed: Distributed) -> Any:
-    """This rank's shard of ``backend``'s model; on rank 0 the runner that drives every rank starts."""
+    """This rank's shard of ``backend``'s model; on rank 0 the batch that drives every rank is made."""
     model = distributed.load(backend.source.path, backend.dtype)
     if distributed.group.leader:
         # built now, not at the first structured request: it holds the GIL for a second or more,
-        # which would delay the runner's heartbeat
+        # which would delay the heartbeat
         _ = backend.lltokenizer
         distributed.start_leader(model, cache_ops(backend, model), backend.tokenizer.eos_token_ids)
     return model

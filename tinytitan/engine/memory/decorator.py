@@ -3,7 +3,7 @@
 Built only when memory is on (``Settings.memory``). For each request it finds the scope (see
 ``scope.py``); when there is one, it merges the conversation's frozen instruction fragment into
 the system message and appends the memory tools after the client's — a client tool of the same
-name wins, and its calls go to the client. The result is a ``MemoryPlan``; ``MemoryJob``
+name wins, and its calls go to the client. The result is a ``MemoryPlan``; ``MemoryRounds``
 (``loop.py``) runs it. ``count_tokens`` never comes here, so it counts the client's prompt alone.
 
 Memory tools are offered only when the client lets the model choose (``tool_choice`` auto) and

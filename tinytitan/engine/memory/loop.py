@@ -1,9 +1,11 @@
-"""``MemoryJob``: one client request that may take several generation rounds (reference §14).
+"""``MemoryRounds``: one client request that may take several generation rounds (reference §14).
 
     round 1 ─► only memory calls? ─► run them, feed the results back as tool turns ─► round 2 …
          └──► no calls, a client call, or the round limit ─► Finished (usage of every round)
 
-The job holds its queue slot across all rounds. Text and thoughts stream to the client as they
+The ``Job`` runs the rounds (``Job(..., rounds=MemoryRounds(...))``) and holds its queue slot
+across all of them; this module knows neither the Job nor the Engine, only how to run one
+generation (``generate``), render a request and run blocking work. Text and thoughts stream to the client as they
 come (the text of successive rounds is joined by a blank line); a call to an offered memory tool
 never does. A turn that also calls a client tool ends the loop: the client's calls are returned,
 and the memory calls beside them are still run (the model asked for them; their results are not
@@ -15,35 +17,47 @@ prefills, nothing reaches the client; the SSE layer's keepalives fill the gap.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from tinytitan.engine.backends.base import Generation, Prompt
 from tinytitan.engine.events import Event, Finished, TextDelta, ToolCall, Usage
-from tinytitan.engine.job import Job
 from tinytitan.engine.memory.decorator import MemoryPlan
 from tinytitan.engine.memory.tools import run_tool
-from tinytitan.engine.queue import Ticket
 from tinytitan.engine.request import Turn, ValidatedRequest
-from tinytitan.engine.service import Engine
 
-__all__ = ["MemoryJob"]
+__all__ = ["MemoryRounds"]
 
 log = logging.getLogger("tinytitan.memory")
 
 ROUND_SEPARATOR = "\n\n"
 
 
-class MemoryJob(Job):
-    def __init__(self, engine: Engine, plan: MemoryPlan, prompt: Prompt, max_new: int, ticket: Ticket) -> None:
-        super().__init__(engine, plan.request, prompt, max_new, ticket)
+Generate = Callable[[Generation], AsyncGenerator[Event, None]]
+
+
+class MemoryRounds:
+    """``plan``'s rounds; ``render`` a request into its prompt, ``window`` the model's context,
+    ``blocking`` runs a function off the event loop."""
+
+    def __init__(
+        self,
+        plan: MemoryPlan,
+        *,
+        render: Callable[[ValidatedRequest], Awaitable[Prompt]],
+        window: int,
+        blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+    ) -> None:
         self.plan = plan
+        self.render = render
+        self.window = window
+        self.blocking = blocking
         self.rounds_run = 0  # memory rounds the server ran (for tests and logs)
 
-    async def _rounds(self) -> AsyncGenerator[Event, None]:
-        plan, gen = self.plan, self.generation
+    async def __call__(self, generate: Generate, gen: Generation) -> AsyncGenerator[Event, None]:
+        plan = self.plan
         total = Usage()
         spoke = False  # the client has seen text from an earlier round
         while True:
@@ -53,7 +67,7 @@ class MemoryJob(Job):
             text: list[str] = []
             held = ""  # trailing whitespace: it may only separate text from a hidden call
             finished: Finished | None = None
-            async for event in self._generate(gen):
+            async for event in generate(gen):
                 if isinstance(event, ToolCall):
                     if event.name in plan.names:
                         memory_calls.append(event)
@@ -97,7 +111,7 @@ class MemoryJob(Job):
             if next_gen is None:
                 yield Finished("length", total)
                 return
-            gen = self.generation = next_gen
+            gen = next_gen
 
     async def _run(self, calls: list[ToolCall]) -> list[str]:
         store, session = self.plan.store, self.plan.conversation
@@ -105,7 +119,7 @@ class MemoryJob(Job):
         def run_all() -> list[str]:
             return [run_tool(store, call.name, call.arguments, session=session) for call in calls]
 
-        results = await asyncio.to_thread(run_all)
+        results: list[str] = await self.blocking(run_all)
         log.info(
             "request %s: ran %s",
             self.plan.request.request_id,
@@ -128,10 +142,8 @@ class MemoryJob(Job):
         )
         base: ValidatedRequest = self.plan.final_request if self.rounds_run >= self.plan.rounds else previous
         request = replace(base, turns=turns)
-        models = self.engine.models  # the request's own model (a catalog serves several)
-        prompt = await asyncio.to_thread(models.backend(request.model_id).render, request)
-        window = models.info(request.model_id).context_window
-        room = min(request.cap - used.completion_tokens, window - prompt.n_tokens)
+        prompt = await self.render(request)
+        room = min(request.cap - used.completion_tokens, self.window - prompt.n_tokens)
         if room <= 0:
             return None
-        return Generation(request, prompt, room, cancel=gen.cancel)
+        return Generation(request, prompt, room)

@@ -28,7 +28,7 @@ from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.call_grammar import FORCED_SYNTAXES, answer_prefix, forced_call_grammar
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, lark_literal, schema_grammar
-from tinytitan.engine.request import ValidatedRequest
+from tinytitan.engine.request import ValidatedRequest, tool_source
 
 __all__ = ["GrammarMask", "check_forced", "grammar_for", "lark_marker", "make_lltokenizer"]
 
@@ -147,7 +147,6 @@ class GrammarMask:
 
 def check_forced(syntax: str, request: ValidatedRequest) -> None:
     """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
-    from tinytitan.engine.validate import tool_source
 
     for i, tool in enumerate(request.tools):
         if request.forced_tool is not None and tool.name != request.forced_tool:
