@@ -141,9 +141,9 @@ class DeviceWorker:
 
     # -- the device thread ------------------------------------------------------------------------
     def _run(self) -> None:
-        from tinytitan.engine import device_thread
+        from tinytitan.engine.device_thread import claim
 
-        device_thread.claim()
+        claim()
         error: BaseException = ShuttingDown()
         try:
             while self._take_commands():
