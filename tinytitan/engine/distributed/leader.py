@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tinytitan.engine import device_thread
 from tinytitan.engine.backends.mlx.batch import END, PREFILL_STEP, Row, drain
 from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.distributed.channel import Channel, GroupLost, Kind
@@ -88,6 +89,7 @@ class LockstepRunner:
 
     # -- the runner thread ------------------------------------------------------------------------
     def _run(self) -> None:
+        device_thread.claim()  # the CPU attention acts here only
         try:
             while self.lost is None:
                 try:

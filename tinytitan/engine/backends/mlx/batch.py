@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinytitan.engine import device_thread
 from tinytitan.engine.backends.mlx.sampling import make_processors, make_sampler
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.prompt_cache import PromptCache
@@ -153,6 +154,7 @@ class BatchRunner:
     def _run(self) -> None:
         from tinytitan.engine.backends.mlx.loading import device_context
 
+        device_thread.claim()  # the CPU attention acts here only
         with device_context(self.device):
             self._loop()
 
