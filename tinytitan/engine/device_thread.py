@@ -9,8 +9,9 @@ engines in one process (the tests) each have their own device thread.
 test session call it) wraps every function of ``mlx.core`` and its submodules (``fast``, ``random``,
 ``linalg``, ``fft``, ``metal``, ``cuda``, ``distributed``) and the methods of ``mx.array`` (``item``,
 ``tolist``, ``__array__``, the operators, ``.T`` …), so that a call from any other thread raises a
-``RuntimeError`` naming the function and the thread before MLX does anything. About 0.2 µs a call
-on the device thread (``tests/engine/test_device_thread.py`` measures it); off, nothing is wrapped.
+``RuntimeError`` naming the function and the thread before MLX does anything. On the device thread
+a checked call costs 0.6–1 µs more (a busy 2-core machine; a decode step of the tests' tiny model
+makes ~80 of them: ``benchmarks/bench_device_check.py``). Without the variable nothing is wrapped.
 
 Still allowed off the device thread, because none of it builds a graph, allocates on a device or
 touches a stream: importing mlx and mlx-lm (``mx.compile`` used as a decorator at import only wraps
@@ -27,7 +28,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -72,15 +74,15 @@ def is_device_thread() -> bool:
     return getattr(_local, "device", False)
 
 
-class claimed:  # noqa: N801 - used like a function: ``with claimed():``
+@contextmanager
+def claimed() -> Iterator[None]:
     """The calling thread is a device thread for the block (tests and benchmarks that are the device)."""
-
-    def __enter__(self) -> None:
-        self._was = is_device_thread()
-        _local.device = True
-
-    def __exit__(self, *_: object) -> None:
-        _local.device = self._was
+    was = is_device_thread()
+    _local.device = True
+    try:
+        yield
+    finally:
+        _local.device = was
 
 
 def check_installed() -> bool:
