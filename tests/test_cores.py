@@ -29,6 +29,11 @@ def test_the_core_count_where_there_is_no_affinity(monkeypatch: pytest.MonkeyPat
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this platform")
 def test_a_real_process_pinned_to_one_core() -> None:
     root = Path(__file__).resolve().parents[1]
-    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from tinytitan.cores import usable_cores; print(usable_cores())"
+    code = (
+        "import os\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from tinytitan.cores import usable_cores\n"
+        "print(usable_cores())\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
