@@ -27,13 +27,23 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ALLOWED", "CHECK_ENV", "check_installed", "claim", "claimed", "install_check", "is_device_thread"]
+__all__ = [
+    "ALLOWED",
+    "CHECK_ENV",
+    "check_installed",
+    "claim",
+    "claimed",
+    "install_check",
+    "is_device_thread",
+    "release",
+]
 
 CHECK_ENV = "TINYTITAN_DEVICE_CHECK"
 
@@ -68,6 +78,19 @@ _originals: list[tuple[Any, str, Any]] = []  # (owner, name, what it was) for ev
 def claim() -> None:
     """Make the calling thread a device thread (the worker calls it first thing, on its own thread)."""
     _local.device = True
+
+
+def release() -> None:
+    """The device worker's last act, on its own thread: free the MLX streams this thread made and end
+    its claim. A thread that ran MLX (a compiled function: mlx-lm's) and ends without this makes the
+    process abort at exit about one run in two ("terminate called without an active exception"),
+    joined or not (``tests/cli/test_exit.py``)."""
+    if "mlx.core" in sys.modules:
+        import mlx.core as mx
+
+        mx.synchronize()
+        mx.clear_streams()
+    _local.device = False
 
 
 def is_device_thread() -> bool:

@@ -155,8 +155,11 @@ class BatchRunner:
         from tinytitan.engine.backends.mlx.loading import device_context
 
         device_thread.claim()  # the CPU attention acts here only
-        with device_context(self.device):
-            self._loop()
+        try:
+            with device_context(self.device):
+                self._loop()
+        finally:
+            device_thread.release()  # its MLX streams, or the process may abort at exit
 
     def _loop(self) -> None:
         from mlx_lm.generate import BatchGenerator
