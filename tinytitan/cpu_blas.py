@@ -33,7 +33,6 @@ __all__ = [
     "OPT_OUT_ENV",
     "REEXEC_ENV",
     "BlasState",
-    "blas_active",
     "blas_state",
     "ensure_openblas",
     "find_blas",
@@ -192,12 +191,6 @@ def _threads(path: str) -> int | None:
     return int(found[0]["num_threads"]) if found else None
 
 
-def blas_active() -> str | None:
-    """Which preloaded BLAS is mapped into this process ("BLIS", "OpenBLAS"), if any."""
-    state = blas_state()
-    return state.library if state.loaded else None
-
-
 def openblas_active() -> bool:
     """Whether a preloaded BLAS (OpenBLAS or BLIS) is mapped into this process."""
-    return blas_active() is not None
+    return _mapped() is not None

@@ -113,6 +113,8 @@ class LockstepRunner:
         except Exception as exc:  # a bug here would leave the followers waiting: fail loudly
             log.exception("the lockstep runner failed")
             self.lose(GroupLost(f"the lockstep runner failed: {exc!r}"))
+        finally:
+            device_thread.release()  # its MLX streams, or the process may abort at exit
 
     def _lead(self, row: Row) -> None:
         channel = self.channel
