@@ -15,7 +15,8 @@ makes ~80 of them: ``benchmarks/bench_device_check.py``). Without the variable n
 
 Still allowed off the device thread, because none of it builds a graph, allocates on a device or
 touches a stream: importing mlx and mlx-lm (``mx.compile`` used as a decorator at import only wraps
-a function; what it returns is checked when called), building an array from Python data with
+a function; what it returns is checked when called; ``mx.custom_function`` is a class, left as it
+is, and the MLX calls in its body are checked), building an array from Python data with
 ``mx.array(...)`` (nanobind constructs it without a Python-level hook, so it cannot be wrapped),
 reading an array's ``shape`` / ``dtype`` / ``ndim`` / ``size`` / ``nbytes`` / ``len()``,
 ``isinstance``, and the pure queries in ``ALLOWED`` (dtypes, shapes, which devices exist). Not
@@ -43,6 +44,7 @@ __all__ = [
     "install_check",
     "is_device_thread",
     "release",
+    "remove_check",
 ]
 
 CHECK_ENV = "TINYTITAN_DEVICE_CHECK"
@@ -65,7 +67,7 @@ ALLOWED = frozenset(
         "get_printoptions",
     }
 )
-_TRANSFORMS = frozenset({"compile", "custom_function", "checkpoint", "grad", "value_and_grad", "vmap"})
+_TRANSFORMS = frozenset({"compile", "checkpoint", "grad", "value_and_grad", "vmap"})  # they return a function
 _SUBMODULES = ("fast", "random", "linalg", "fft", "metal", "cuda", "distributed")
 # construction (not interceptable, see above) and what reads an array's metadata only
 _ARRAY_KEPT = frozenset({"__new__", "__init__", "__len__", "shape", "dtype", "ndim", "size", "itemsize", "nbytes"})
@@ -84,7 +86,7 @@ def release() -> None:
     """The device worker's last act, on its own thread: free the MLX streams this thread made and end
     its claim. A thread that ran MLX (a compiled function: mlx-lm's) and ends without this makes the
     process abort at exit about one run in two ("terminate called without an active exception"),
-    joined or not (``tests/cli/test_exit.py``)."""
+    joined or not (``tests/engine/test_device_thread.py``, ``tests/cli/test_exit.py``)."""
     if "mlx.core" in sys.modules:
         import mlx.core as mx
 
