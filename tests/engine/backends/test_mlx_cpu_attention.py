@@ -173,3 +173,36 @@ def test_a_model_prefill_gives_mlx_s_logits(mlx_attention: Callable[..., Any], t
     ours = last_logits()
     assert mx.abs(ours - theirs).max().item() < 1e-3
     assert mx.argmax(ours).item() == mx.argmax(theirs).item()
+
+
+def test_a_float32_cpu_model_reads_its_prompts_with_it_on_the_device_thread(
+    mlx_attention: Callable[..., Any], tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine installs it when it loads a float32 model on the CPU, and its own device thread's
+    prompt chunks come here (the test's thread, claimed by the fixture, asks for nothing)."""
+    from tinytitan.engine.backends.mlx import MlxBackend
+    from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
+    from tinytitan.engine.service import Engine
+    from tinytitan.testing.loop import run
+
+    threads: list[str] = []
+    real = cpu_attention.attention
+
+    def spy(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(q, k, v, scale=scale, mask=mask)
+
+    monkeypatch.setattr(cpu_attention, "attention", spy)
+    engine = Engine(MlxBackend(str(tiny_dir), dtype="float32", device="cpu"))
+    try:
+        request = ChatRequest(
+            model=engine.info.id,
+            messages=(Message("user", "Say something."),),
+            max_tokens=2,
+            reasoning=ReasoningControls(enable_thinking=False),
+        )
+        run(engine.complete(request))
+    finally:
+        engine.shutdown()
+    assert cpu_attention.installed()
+    assert threads and threading.current_thread().name not in threads
