@@ -131,7 +131,7 @@ def test_a_real_process_ends_up_with_openblas() -> None:
 
 
 @pytest.mark.skipif(cpu_blas.find_blis() is None, reason="libblis4-pthread is not installed")
-@pytest.mark.parametrize("threads", [None, "1"])
+@pytest.mark.parametrize("threads", [None, "1", "3"])
 def test_the_state_of_a_process_names_the_loaded_blas_and_its_threads(threads: str | None) -> None:
     """The serve banner's phrase, read from the process itself: the library mapped, threadpoolctl's count."""
     code = (
@@ -146,7 +146,8 @@ def test_the_state_of_a_process_names_the_loaded_blas_and_its_threads(threads: s
         {"PYTHONPATH": str(ROOT), cpu_blas.BLAS_ENV: "blis", **({"BLIS_NUM_THREADS": threads} if threads else {})}
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == f"BLIS preloaded, {threads or usable_cores()} threads"
+    count = int(threads or usable_cores())
+    assert out.stdout.strip() == f"BLIS preloaded, {count} thread{'s' if count > 1 else ''}"
 
 
 def test_importing_the_mlx_backend_does_not_import_mlx() -> None:

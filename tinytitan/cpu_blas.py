@@ -155,7 +155,8 @@ class BlasState:
         """One phrase for ``--version`` and the serve banner: "BLIS preloaded, 2 threads"."""
         if self.library is None:
             return f"the bundled BLAS ({self.why_bundled})"
-        return f"{self.library} preloaded" + (f", {self.threads} threads" if self.threads else "")
+        threads = f", {self.threads} thread{'s' if self.threads > 1 else ''}" if self.threads else ""
+        return f"{self.library} preloaded{threads}"
 
 
 def blas_state() -> BlasState:
