@@ -28,7 +28,8 @@ os.environ.pop("SSL_CERT_FILE", None)
 os.environ["SSL_CERT_DIR"] = _NO_CERTS
 
 # TINYTITAN_DEVICE_CHECK=1: any MLX call off a device thread raises, from the first test on (before
-# the tests import mlx-lm, so its modules see the checked functions). Child processes inherit it.
+# the tests import mlx-lm, so its modules see the checked functions). Child processes inherit the
+# variable; a served engine checks once its device worker calls install_check() too.
 device_thread.install_check()
 
 
