@@ -49,8 +49,9 @@ def preload(choice: str) -> str:
     if not lib:
         sys.exit(f"no library for --blas {choice}")
     if os.environ.get(_REEXEC) != lib:
-        env = {**os.environ, "LD_PRELOAD": lib, _REEXEC: lib}
-        env.setdefault("BLIS_NUM_THREADS", str(os.cpu_count() or 1))
+        from tinytitan.cpu_blas import preload_env
+
+        env = preload_env(lib, {**os.environ, "LD_PRELOAD": "", _REEXEC: lib})
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     return lib
 

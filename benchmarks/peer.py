@@ -42,7 +42,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinytitan.cpu_blas import find_blas
+from tinytitan.cpu_blas import find_blas, preload_env
 from tinytitan.testing.process import free_port, serve_process
 
 SAMPLING = {
@@ -243,8 +243,7 @@ def mlx_lm_server(model_dir: Path, url: str | None) -> Iterator[Target]:
     env = dict(os.environ)
     blas = find_blas()  # the library TinyTitan preloads (same env, same choice)
     if blas:
-        env["LD_PRELOAD"] = blas
-        env.setdefault("BLIS_NUM_THREADS", str(os.cpu_count() or 1))
+        env = preload_env(blas, {**env, "LD_PRELOAD": ""})
     cmd = [sys.executable, "-m", "mlx_lm.server", "--model", str(model_dir), "--port", str(port)]
     cmd += ["--log-level", "WARNING", "--max-tokens", "4096"]
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

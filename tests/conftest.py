@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tinytitan.engine import device_thread
 from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
@@ -25,6 +26,18 @@ _NO_CERTS = tempfile.mkdtemp(prefix="tinytitan-tests-no-certs-")
 atexit.register(os.rmdir, _NO_CERTS)
 os.environ.pop("SSL_CERT_FILE", None)
 os.environ["SSL_CERT_DIR"] = _NO_CERTS
+
+# TINYTITAN_DEVICE_CHECK=1: any MLX call off a device thread raises, from the first test on (before
+# the tests import mlx-lm, so its modules see the checked functions). Child processes inherit the
+# variable; a served engine checks once its device worker calls install_check() too.
+device_thread.install_check()
+
+
+@pytest.fixture
+def device() -> Iterator[None]:
+    """The test's own thread is a device thread: a test that calls MLX itself, standing in for the worker."""
+    with device_thread.claimed():
+        yield
 
 
 @pytest.fixture
@@ -55,4 +68,5 @@ def tiny_dir() -> Path:
     """A real MLX model directory (tinytitan.testing.tiny_model), cached under ~/.cache/tinytitan."""
     from tinytitan.testing.tiny_model import tiny_model_dir
 
-    return tiny_model_dir()
+    with device_thread.claimed():
+        return tiny_model_dir()

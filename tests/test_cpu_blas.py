@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tinytitan import cpu_blas
+from tinytitan.cores import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +71,45 @@ def test_blis_comes_first_and_gets_a_thread_count(monkeypatch: pytest.MonkeyPatc
     if sys.platform.startswith("linux"):
         (env,) = calls
         assert env["LD_PRELOAD"] == "/b/blis-pthread/libblis.so.4"
-        assert env["BLIS_NUM_THREADS"] == str(os.cpu_count() or 1)
+        assert env["BLIS_NUM_THREADS"] == str(usable_cores())
+
+
+def test_preload_env_goes_first_and_sizes_blis_by_the_usable_cores() -> None:
+    env = cpu_blas.preload_env("/b/blis-pthread/libblis.so.4", {"LD_PRELOAD": "/other.so"})
+    assert env == {"LD_PRELOAD": "/b/blis-pthread/libblis.so.4:/other.so", "BLIS_NUM_THREADS": str(usable_cores())}
+    env = cpu_blas.preload_env("/b/blis-pthread/libblis.so.4", {"BLIS_NUM_THREADS": "1"})
+    assert env["BLIS_NUM_THREADS"] == "1"
+    assert cpu_blas.preload_env("/o/libopenblas.so.0", {}) == {"LD_PRELOAD": "/o/libopenblas.so.0"}
+
+
+@pytest.mark.parametrize(
+    ("env", "blis", "described"),
+    [
+        ({}, "/b/blis-pthread/libblis.so.4", "BLIS preloaded"),
+        ({cpu_blas.BLAS_ENV: "openblas"}, "/b/blis-pthread/libblis.so.4", "OpenBLAS preloaded"),
+        ({cpu_blas.OPT_OUT_ENV: "0"}, "/b/blis-pthread/libblis.so.4", "the bundled BLAS (TINYTITAN_OPENBLAS=0 or"),
+        ({cpu_blas.BLAS_ENV: "off"}, "/b/blis-pthread/libblis.so.4", "the bundled BLAS (TINYTITAN_OPENBLAS=0 or"),
+        ({cpu_blas.BLAS_ENV: "blis"}, None, "the bundled BLAS (install libblis4-pthread or libopenblas0-pthread"),
+        ({cpu_blas.REEXEC_ENV: "1"}, "/b/blis-pthread/libblis.so.4", "the bundled BLAS (the preload of /b/blis"),
+    ],
+)
+def test_the_state_before_the_reexec_says_what_it_will_be(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], blis: str | None, described: str
+) -> None:
+    """``--version``: what a command that runs a model will get (nothing is preloaded in this process)."""
+    monkeypatch.setattr(cpu_blas, "_mapped", lambda: None)
+    monkeypatch.setattr(cpu_blas, "find_openblas", lambda: "/o/openblas-pthread/libopenblas.so.0")
+    monkeypatch.setattr(cpu_blas, "find_blis", lambda: blis)
+    monkeypatch.setattr(sys, "platform", "linux")
+    for name in (cpu_blas.BLAS_ENV, cpu_blas.OPT_OUT_ENV, cpu_blas.REEXEC_ENV, "LD_PRELOAD"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delitem(sys.modules, "mlx", raising=False)
+    monkeypatch.delitem(sys.modules, "mlx.core", raising=False)
+    state = cpu_blas.blas_state()
+    assert not state.loaded
+    assert state.describe().startswith(described)
 
 
 @pytest.mark.skipif(cpu_blas.find_openblas() is None, reason="libopenblas0-pthread is not installed")
@@ -89,6 +128,26 @@ def test_a_real_process_ends_up_with_openblas() -> None:
     env[cpu_blas.OPT_OUT_ENV] = "0"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(cpu_blas.find_blis() is None, reason="libblis4-pthread is not installed")
+@pytest.mark.parametrize("threads", [None, "1", "3"])
+def test_the_state_of_a_process_names_the_loaded_blas_and_its_threads(threads: str | None) -> None:
+    """The serve banner's phrase, read from the process itself: the library mapped, threadpoolctl's count."""
+    code = (
+        "from tinytitan.cpu_blas import ensure_openblas, blas_state\n"
+        "ensure_openblas()\n"
+        "import mlx.core as mx\n"
+        "print(blas_state().describe())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", cpu_blas.REEXEC_ENV, cpu_blas.OPT_OUT_ENV)}
+    env.pop("BLIS_NUM_THREADS", None)
+    env.update(
+        {"PYTHONPATH": str(ROOT), cpu_blas.BLAS_ENV: "blis", **({"BLIS_NUM_THREADS": threads} if threads else {})}
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    count = int(threads or usable_cores())
+    assert out.stdout.strip() == f"BLIS preloaded, {count} thread{'s' if count > 1 else ''}"
 
 
 def test_importing_the_mlx_backend_does_not_import_mlx() -> None:

@@ -11,7 +11,10 @@ Which library: BLIS (``libblis4-pthread``) when installed, else OpenBLAS (``libo
 every weight matrix: OpenBLAS 0.3.21 (Debian 12) packs the whole weight matrix into a buffer on
 every such call (``sgemm_incopy`` dominates a decode profile) and so decodes at a fraction of the
 memory bandwidth, while BLIS's skinny-matrix path reads the weights in place — decode ~4× faster
-here (``benchmarks/bench_decode.py``). BLIS gets ``BLIS_NUM_THREADS`` = the CPU count unless set.
+here (``benchmarks/bench_decode.py``). BLIS gets ``BLIS_NUM_THREADS`` = the usable cores unless set.
+
+``blas_state()`` is the one description of it (``--version``, the serve banner): which library is
+loaded or will be, and its threads (read with ``threadpoolctl``).
 
 Opt out with ``TINYTITAN_OPENBLAS=0`` (or ``TINYTITAN_BLAS=off``). This module must not import mlx.
 """
@@ -21,17 +24,22 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from dataclasses import dataclass
+
+from tinytitan.cores import usable_cores
 
 __all__ = [
     "BLAS_ENV",
     "OPT_OUT_ENV",
     "REEXEC_ENV",
-    "blas_active",
+    "BlasState",
+    "blas_state",
     "ensure_openblas",
     "find_blas",
     "find_blis",
     "find_openblas",
     "openblas_active",
+    "preload_env",
 ]
 
 OPT_OUT_ENV = "TINYTITAN_OPENBLAS"
@@ -82,25 +90,47 @@ def _opted_out() -> bool:
     return os.environ.get(OPT_OUT_ENV, "").strip().lower() in _OFF
 
 
+def _name(path: str) -> str:
+    return "BLIS" if "blis" in os.path.basename(path) else "OpenBLAS"
+
+
+def preload_env(lib: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``lib`` preloaded (ahead of any ``LD_PRELOAD`` already there) and, for BLIS, one
+    thread per usable core unless ``BLIS_NUM_THREADS`` says otherwise (its default is one thread)."""
+    preload = env.get("LD_PRELOAD", "")
+    env = {**env, "LD_PRELOAD": f"{lib}:{preload}" if preload else lib}
+    if _name(lib) == "BLIS":
+        env.setdefault("BLIS_NUM_THREADS", str(usable_cores()))
+    return env
+
+
+def _plan() -> tuple[str | None, str]:
+    """The library ``ensure_openblas`` would preload now, or None and why not."""
+    if not sys.platform.startswith("linux"):
+        return None, "not Linux"
+    if _opted_out() or os.environ.get(BLAS_ENV, "").strip().lower() in _OFF:
+        return None, f"{OPT_OUT_ENV}=0 or {BLAS_ENV}=off"
+    lib = find_blas()
+    if lib is None:
+        return None, "install libblis4-pthread or libopenblas0-pthread for a faster one"
+    if os.environ.get(REEXEC_ENV) or lib in os.environ.get("LD_PRELOAD", "").split(":"):
+        return None, f"the preload of {lib} did not take"
+    if "mlx" in sys.modules or "mlx.core" in sys.modules:
+        return None, "mlx was imported before the re-exec"
+    return lib, ""
+
+
 def ensure_openblas() -> None:
     """Re-exec this process once with the BLAS of ``find_blas`` preloaded, when possible and wanted.
 
     Does nothing off Linux, when opted out, when no such BLAS is installed, when it is already
     preloaded, after the one re-exec, or when mlx was already imported (too late to matter).
     """
-    if not sys.platform.startswith("linux") or _opted_out() or os.environ.get(REEXEC_ENV):
-        return
-    lib = find_blas()
+    lib, _ = _plan()
     if lib is None:
         return
-    preload = os.environ.get("LD_PRELOAD", "")
-    if lib in preload.split(":") or "mlx" in sys.modules or "mlx.core" in sys.modules:
-        return
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else lib
+    env = preload_env(lib, dict(os.environ))
     env[REEXEC_ENV] = "1"
-    if "blis" in os.path.basename(lib):
-        env.setdefault("BLIS_NUM_THREADS", str(os.cpu_count() or 1))
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     sys.stderr.flush()
@@ -110,20 +140,58 @@ def ensure_openblas() -> None:
         return
 
 
-def blas_active() -> str | None:
-    """Which preloaded BLAS is mapped into this process ("BLIS", "OpenBLAS"), if any (the banner)."""
+@dataclass(frozen=True)
+class BlasState:
+    """The BLAS mlx's CPU matmuls use: the Debian one mapped into this process, else the one the
+    CLI's re-exec will preload, else the ``mlx[cpu]`` wheel's bundled netlib BLAS (and why)."""
+
+    library: str | None  # "BLIS" or "OpenBLAS"; None: the bundled BLAS
+    path: str | None
+    loaded: bool  # mapped into this process (False: what a CLI command's re-exec will preload)
+    threads: int | None  # the loaded library's thread count (threadpoolctl), when it can tell
+    why_bundled: str  # why the bundled BLAS, when library is None
+
+    def describe(self) -> str:
+        """One phrase for ``--version`` and the serve banner: "BLIS preloaded, 2 threads"."""
+        if self.library is None:
+            return f"the bundled BLAS ({self.why_bundled})"
+        threads = f", {self.threads} thread{'s' if self.threads > 1 else ''}" if self.threads else ""
+        return f"{self.library} preloaded{threads}"
+
+
+def blas_state() -> BlasState:
+    """What BLAS this process runs mlx with, or — before the re-exec — will run it with."""
+    loaded = _mapped()
+    if loaded is not None:
+        return BlasState(_name(loaded), loaded, loaded=True, threads=_threads(loaded), why_bundled="")
+    lib, why = _plan()
+    return BlasState(_name(lib) if lib else None, lib, loaded=False, threads=None, why_bundled=why)
+
+
+def _mapped() -> str | None:
+    """The path of the Debian BLIS or OpenBLAS mapped into this process, if any."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            text = maps.read()
+            paths = {line.split()[-1] for line in maps if "/lib" in line}
     except OSError:
         return None
-    if "/libblis" in text:
-        return "BLIS"
-    if "/libopenblas" in text:
-        return "OpenBLAS"
+    for marker in ("/libblis", "/libopenblas"):  # not numpy's own libscipy_openblas
+        for path in sorted(paths):
+            if marker in path:
+                return path
     return None
+
+
+def _threads(path: str) -> int | None:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # installed without the cpu extra
+        return None
+    prefix = "libblis" if _name(path) == "BLIS" else "libopenblas"  # not numpy's libscipy_openblas
+    found = ThreadpoolController().select(prefix=prefix).info()
+    return int(found[0]["num_threads"]) if found else None
 
 
 def openblas_active() -> bool:
     """Whether a preloaded BLAS (OpenBLAS or BLIS) is mapped into this process."""
-    return blas_active() is not None
+    return _mapped() is not None

@@ -8,7 +8,10 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import ArraysCache, KVCache
 
+from tinytitan.engine import device_thread
 from tinytitan.engine.prompt_cache import PromptCache, common_prefix
+
+pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker
 
 
 def kv(tokens: list[int], layers: int = 2) -> list[Any]:
@@ -124,12 +127,18 @@ def test_a_snapshot_made_on_one_thread_is_usable_on_another() -> None:
     import threading
 
     cache = PromptCache()
-    stored = threading.Thread(target=lambda: cache.store(list(range(6)), kv(list(range(6)))))
+
+    def store() -> None:
+        device_thread.claim()  # one runner's device thread, then the next one's
+        cache.store(list(range(6)), kv(list(range(6))))
+
+    stored = threading.Thread(target=store)
     stored.start()
     stored.join()
     result: list[Any] = []
 
     def use() -> None:
+        device_thread.claim()
         got, n = cache.fetch(list(range(8)))
         result.append((n, contents(got)))
 

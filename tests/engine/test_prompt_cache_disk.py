@@ -16,6 +16,8 @@ from tinytitan.engine.prompt_cache import PromptCache
 from tinytitan.engine.prompt_cache_disk import DiskTier, chain
 from tinytitan.engine.prompt_cache_file import SUFFIX, read_header
 
+pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker
+
 BLOCK = 4
 
 

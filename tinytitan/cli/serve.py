@@ -186,10 +186,9 @@ serve.__doc__ = (
 def _engine_note(settings: Settings) -> str:
     if settings.stub:
         return "scripted"
-    from tinytitan.cpu_blas import blas_active
+    from tinytitan.cpu_blas import blas_state
 
-    active = blas_active()
-    blas = f"{active} preloaded" if active else "bundled BLAS"
+    blas = blas_state().describe()
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
 

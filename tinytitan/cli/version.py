@@ -42,18 +42,9 @@ def engine_description() -> str:
     if gpu:
         return f"mlx on {gpu[0]}"
     if sys.platform.startswith("linux"):
-        import os
+        from tinytitan.cpu_blas import blas_state
 
-        from tinytitan.cpu_blas import BLAS_ENV, OPT_OUT_ENV, _opted_out, find_blas
-
-        lib = None if _opted_out() else find_blas()
-        if lib is not None:
-            blas = ("BLIS" if "blis" in os.path.basename(lib) else "OpenBLAS") + " preloaded"
-        elif _opted_out() or os.environ.get(BLAS_ENV, "").strip().lower() in ("0", "off", "false", "no"):
-            blas = f"the bundled BLAS ({OPT_OUT_ENV}=0 or {BLAS_ENV}=off)"
-        else:
-            blas = "the bundled BLAS (install libblis4-pthread or libopenblas0-pthread for a faster one)"
-        return f"mlx on CPU, {blas}"
+        return f"mlx on CPU, {blas_state().describe()}"
     return "mlx on CPU"
 
 

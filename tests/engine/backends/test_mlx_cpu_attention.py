@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ mx = pytest.importorskip("mlx.core")
 from mlx_lm.models.base import create_causal_mask  # noqa: E402
 
 from tinytitan.engine.backends.mlx import cpu_attention  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("device")  # these tests stand in for the device worker
 
 
 @pytest.fixture
@@ -105,6 +108,44 @@ def test_takes_a_prompt_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     assert taken == [8]
 
 
+def test_leaves_another_thread_to_mlx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the device thread's prompt chunks come here; any other thread's call goes to mlx's own."""
+    taken = _spy(monkeypatch)
+    mlx_calls: list[str] = []
+    monkeypatch.setattr(cpu_attention, "_original", lambda *_, **__: mlx_calls.append(threading.current_thread().name))
+    q = mx.random.normal((1, 4, 8, 32))
+    k = mx.random.normal((1, 2, 16, 32))
+    other = threading.Thread(
+        target=lambda: mx.fast.scaled_dot_product_attention(q, k, k, scale=0.2, mask="causal"), name="not-the-device"
+    )
+    other.start()
+    other.join()
+    assert (taken, mlx_calls) == ([], ["not-the-device"])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "where", "applies"),
+    [
+        ("float32", "cpu", True),
+        (mx.float32, "cpu", True),
+        ("bfloat16", "cpu", False),
+        ("float16", "cpu", False),
+        (None, "cpu", False),  # --dtype native: the checkpoint's own, not known to be float32
+        ("float32", "gpu", False),
+    ],
+)
+def test_installed_only_for_a_float32_cpu_model(
+    mlx_attention: Callable[..., Any], dtype: Any, where: str, applies: bool
+) -> None:
+    assert cpu_attention.install_for(dtype, where) is applies
+    assert cpu_attention.installed() is applies
+    assert (mx.fast.scaled_dot_product_attention is mlx_attention) is not applies
+
+
+def test_install_for_the_default_device(mlx_attention: Callable[..., Any]) -> None:
+    assert cpu_attention.install_for("float32", None) is (mx.default_device() == mx.cpu)
+
+
 def test_install_is_idempotent_and_uninstall_restores(mlx_attention: Callable[..., Any]) -> None:
     cpu_attention.install()
     wrapped = mx.fast.scaled_dot_product_attention
@@ -132,3 +173,36 @@ def test_a_model_prefill_gives_mlx_s_logits(mlx_attention: Callable[..., Any], t
     ours = last_logits()
     assert mx.abs(ours - theirs).max().item() < 1e-3
     assert mx.argmax(ours).item() == mx.argmax(theirs).item()
+
+
+def test_a_float32_cpu_model_reads_its_prompts_with_it_on_the_device_thread(
+    mlx_attention: Callable[..., Any], tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine installs it when it loads a float32 model on the CPU, and its own device thread's
+    prompt chunks come here (the test's thread, claimed by the fixture, asks for nothing)."""
+    from tinytitan.engine.backends.mlx import MlxBackend
+    from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
+    from tinytitan.engine.service import Engine
+    from tinytitan.testing.loop import run
+
+    threads: list[str] = []
+    real = cpu_attention.attention
+
+    def spy(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(q, k, v, scale=scale, mask=mask)
+
+    monkeypatch.setattr(cpu_attention, "attention", spy)
+    engine = Engine(MlxBackend(str(tiny_dir), dtype="float32", device="cpu"))
+    try:
+        request = ChatRequest(
+            model=engine.info.id,
+            messages=(Message("user", "Say something."),),
+            max_tokens=2,
+            reasoning=ReasoningControls(enable_thinking=False),
+        )
+        run(engine.complete(request))
+    finally:
+        engine.shutdown()
+    assert cpu_attention.installed()
+    assert threads and threading.current_thread().name not in threads

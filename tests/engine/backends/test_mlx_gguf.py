@@ -23,6 +23,8 @@ from tinytitan.engine.backends.mlx.gguf_quants import decode, q4_k_groups, tenso
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, resolve_model
 from tinytitan.testing.gguf_files import write_gguf
 
+pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker
+
 BASE: dict[str, Any] = {
     "hidden_size": 64,
     "num_hidden_layers": 2,

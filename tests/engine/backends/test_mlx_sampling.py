@@ -20,6 +20,8 @@ from tinytitan.engine.backends.mlx.sampling import CANDIDATES, PAIRWISE, Sampler
 from tinytitan.engine.request import ChatRequest, Message, ModelInfo, Sampling
 from tinytitan.engine.validate import validate
 
+pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker
+
 VOCAB = 151_936  # Qwen3's vocabulary
 
 

@@ -141,9 +141,10 @@ class DeviceWorker:
 
     # -- the device thread ------------------------------------------------------------------------
     def _run(self) -> None:
-        from tinytitan.engine.device_thread import claim
+        from tinytitan.engine import device_thread
 
-        claim()
+        device_thread.install_check()  # TINYTITAN_DEVICE_CHECK: any MLX call off this thread raises
+        device_thread.claim()
         error: BaseException = ShuttingDown()
         try:
             while self._take_commands():
@@ -159,6 +160,7 @@ class DeviceWorker:
             raise
         finally:
             self._shut(error)
+            device_thread.release()  # MLX's streams end with this thread (else exit may abort)
 
     def _take_commands(self) -> bool:
         """Wait for work (as long as the batch allows), then apply every queued command; False to stop."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
 
+from tinytitan.engine import device_thread
 from tinytitan.engine.backends.base import Backend, Decoder, Prompt
 from tinytitan.engine.backends.mlx import cpu_attention, loading
 from tinytitan.engine.backends.mlx.batch import PREFILL_STEP, MlxBatch
@@ -191,7 +192,8 @@ class MlxBackend(Backend):
             if self._model is not None:
                 return
             _ = self.tokenizer
-            cpu_attention.install()  # prompt chunks on the CPU: attention in NumPy, ~4× faster than mlx's
+            # prompt chunks of a float32 CPU model: attention in NumPy, ~4× faster than mlx's
+            cpu_attention.install_for(loading.compute_dtype(self.dtype, self.device), self.device)
             if self.syntax == HARMONY:
                 _ = self.harmony
             if self.distributed is not None:
@@ -207,6 +209,7 @@ class MlxBackend(Backend):
         from tinytitan.engine.distributed.seam import cache_ops
 
         assert self.distributed is not None
+        device_thread.claim()  # a follower replays on the thread that called this
         self.load()
         return self.distributed.follow(self._model, cache_ops(self))
 

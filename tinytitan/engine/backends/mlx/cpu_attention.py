@@ -9,32 +9,57 @@ heads that share a key head are stacked into one matrix (one product per key hea
 query head), and the queries go in blocks of ``BLOCK``, each against the keys it may see, so a
 long chunk costs what causal attention needs rather than its full square.
 
-``install()`` wraps ``mx.fast.scaled_dot_product_attention`` once per process (model code looks it
-up on every call). The wrapper takes prompt chunks — more than one query — in float32 on the CPU
-with a causal or boolean mask (or none) and no attention sinks; everything else (a decode step, a
-GPU, bf16, sinks, additive masks) goes to mlx's own. It evaluates its inputs, so it ends mlx's lazy
-graph at every layer: right for a prefill, which is evaluated chunk by chunk anyway.
+The device worker calls ``install_for(dtype, device)`` when it loads a model: for a model that
+computes in float32 on the CPU it wraps ``mx.fast.scaled_dot_product_attention`` (model code looks
+it up on every call; once per process). The wrapper acts only on the device thread
+(``tinytitan.engine.device_thread``) and takes prompt chunks — more than one query — in float32 on
+the CPU with a causal or boolean mask (or none) and no attention sinks; everything else (another
+thread, a decode step, a GPU, bf16, sinks, additive masks) goes to mlx's own. It evaluates its
+inputs, so it ends mlx's lazy graph at every layer: right for a prefill, which is evaluated chunk by
+chunk anyway.
+
+The key heads are shared among one worker per usable core (``tinytitan.cores``), and while they
+run every BLAS in the process gets one thread (``threadpoolctl``), or each worker's products would
+start a BLAS thread per core of their own and the cores would be oversubscribed (attention 2.3×
+slower on 2 cores). The device thread waits for the workers meanwhile, so nothing else is slowed.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BLOCK", "attention", "install", "installed", "uninstall"]
+from tinytitan.cores import usable_cores
+from tinytitan.engine.device_thread import is_device_thread
+
+__all__ = ["BLOCK", "attention", "install", "install_for", "installed", "uninstall"]
 
 BLOCK = 256  # query rows per block: the masked part of a block is at most BLOCK × BLOCK / 2 scores
 
 _lock = threading.Lock()
+_one_blas_thread = threading.Lock()
 _original: Any = None
 _workers: Any = None  # the threads attention shares its heads among, one per core
-_THREADS = os.cpu_count() or 1
+_blas: Any = None  # threadpoolctl's controller of the BLAS libraries loaded (NumPy's among them)
+_THREADS = usable_cores()
 
 
 def installed() -> bool:
     return _original is not None
+
+
+def install_for(dtype: object, device: str | None) -> bool:
+    """Install for a model that computes in ``dtype`` (``"float32"`` or ``mx.float32``; None: as its
+    checkpoint is, unknown) on ``device`` ("cpu", or None for mlx's default device). Whether it
+    applies to that model; another model's calls go to mlx's own attention either way."""
+    import mlx.core as mx
+
+    on_cpu = device == "cpu" or (device is None and mx.default_device() == mx.cpu)
+    if not on_cpu or dtype is None or str(dtype).removeprefix("mlx.core.") != "float32":
+        return False
+    install()
+    return True
 
 
 def install() -> None:
@@ -60,7 +85,7 @@ def uninstall() -> None:
 
 
 def _dispatch(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None, sinks: Any = None, **extra: Any) -> Any:
-    if _takes(q, k, v, mask, sinks, extra):
+    if is_device_thread() and _takes(q, k, v, mask, sinks, extra):
         return attention(q, k, v, scale=scale, mask=mask)
     if sinks is not None:
         extra["sinks"] = sinks
@@ -103,9 +128,10 @@ def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
         out=np.empty((batch * kv_heads, group, length, v.shape[-1]), dtype=np.float32),
     )
     units = range(batch * kv_heads)
-    workers = _pool()
+    workers, blas = _pool()
     share = -(-len(units) // _THREADS)
-    list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
+    with _one_blas_thread, blas.limit(limits=1, user_api="blas"):  # one at a time: each restores what it found
+        list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
     return mx.array(heads.out.reshape(batch, q_heads, length, v.shape[-1]))
 
 
@@ -159,31 +185,19 @@ class _Heads:
         return self.allowed[b if batches > 1 else 0, h if heads > 1 else 0, :, start:stop, :seen]
 
 
-def _pool() -> Any:
-    global _workers
+def _pool() -> tuple[Any, Any]:
+    """The workers, and the controller of every BLAS loaded (after NumPy, whose products they run)."""
+    global _workers, _blas
     with _lock:
         if _workers is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            _workers = ThreadPoolExecutor(
-                max_workers=_THREADS, thread_name_prefix="tinytitan-attention", initializer=_one_blas_thread
-            )
-    return _workers
+            import numpy  # noqa: F401 - loads NumPy's BLAS before threadpoolctl looks for it
+            from threadpoolctl import ThreadpoolController
 
-
-def _one_blas_thread() -> None:
-    """Each worker is one core: NumPy's own OpenBLAS (its wheel's, 0.3.27 or later) gets one thread in
-    it, or two workers × its threads would fight over the cores (attention 2.3× slower on 2 cores)."""
-    import ctypes
-    import glob
-
-    import numpy as np
-
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "libscipy_openblas*.so")
-    for path in glob.glob(libs):
-        setter = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
-        if setter is not None:
-            setter(1)
+            _blas = ThreadpoolController()
+            _workers = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="tinytitan-attention")
+    return _workers, _blas
 
 
 def _mask_rows(mask: Any, batch: int, kv_heads: int, group: int) -> Any:
