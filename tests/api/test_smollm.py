@@ -154,12 +154,14 @@ def _is_text(data: dict[str, Any]) -> bool:
 
 
 def _pings_before_first_text(lines: list[str]) -> int:
+    """Keepalives before the first text: comment lines (Chat), ``ping`` events (Messages), and every
+    ``response.in_progress`` after the first (Responses)."""
     pings = 0
     for line in lines:
-        if line.startswith(": ping") or line == "event: ping":
+        if line.startswith(": ping") or line in ("event: ping", "event: response.in_progress"):
             pings += 1
         elif line.startswith("data: {") and _is_text(json.loads(line[6:])):
-            return pings
+            return pings - (1 if "event: response.in_progress" in lines else 0)
     raise AssertionError("the stream carried no text")
 
 

@@ -27,8 +27,6 @@ DONE = Finished("stop")
 class Recording:
     """An encoder whose frames say which call made them."""
 
-    anthropic = False
-
     def __init__(self) -> None:
         self.failures: list[TinyTitanError] = []
 
@@ -44,6 +42,9 @@ class Recording:
 
     def end(self) -> list[SSE]:
         return [SSE("end")]
+
+    def keepalive(self) -> None:
+        return None
 
     def object(self, result: Completion) -> dict[str, Any]:
         raise AssertionError("not for streams")

@@ -125,6 +125,12 @@ class OutputBuilder:
             self._event("response.in_progress", response=self._snapshot()),
         ]
 
+    def keepalive(self) -> dict[str, Any]:
+        """A repeated ``response.in_progress`` (the current snapshot, the next sequence number): an
+        event the Responses grammar allows at any point of a running response and clients ignore,
+        but one their parsers count — Codex's ``stream_idle_timeout_ms`` resets only on those."""
+        return self._event("response.in_progress", response=self._snapshot())
+
     # -- items -------------------------------------------------------------------------------------
     def _open_item(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         index = len(self.output)
@@ -254,8 +260,6 @@ class ResponsesStream:
     ``OutputBuilder``. ``on_done`` gets the final object of a generation that finished (completed or
     incomplete), on both paths — the route stores it."""
 
-    anthropic = False
-
     def __init__(self, builder: OutputBuilder, on_done: Callable[[dict[str, Any]], None]) -> None:
         self.builder = builder
         self.on_done = on_done
@@ -277,6 +281,10 @@ class ResponsesStream:
 
     def end(self) -> list[SSE]:
         return []
+
+    def keepalive(self) -> SSE:
+        event = self.builder.keepalive()
+        return SSE(event, event=event["type"])
 
     def object(self, result: Completion) -> dict[str, Any]:
         for event in result.events:
