@@ -149,7 +149,7 @@ def test_responses_ends_with_response_failed(ending: list[Any]) -> None:
     last = encoded(ending, responses())[-1]
     assert last.event == "response.failed"
     assert last.data["response"]["status"] == "failed"
-    assert last.data["response"]["error"]["code"] == "internal_error"
+    assert last.data["response"]["error"]["code"] == "server_error"
 
 
 @pytest.mark.parametrize("encoder", [chat, messages, responses])

@@ -36,9 +36,12 @@ class SSE:
     data: Any
     event: str | None = None
 
+    def text(self) -> str:
+        """The data as sent: JSON, or the string as it is (an SSE ``data:`` field, a WebSocket text frame)."""
+        return self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
+
     def message(self) -> ServerSentEventMessage:
-        data = self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
-        return ServerSentEventMessage(data=data, event=self.event, sep=_LF)
+        return ServerSentEventMessage(data=self.text(), event=self.event, sep=_LF)
 
 
 _LF = "\n"

@@ -17,6 +17,8 @@ It returns the terminal response object.
 
 from __future__ import annotations
 
+import functools
+import typing
 from typing import Any
 
 __all__ = ["TERMINAL", "check_stream"]
@@ -24,12 +26,26 @@ __all__ = ["TERMINAL", "check_stream"]
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
-def _parse(event: dict[str, Any], where: str) -> None:
+@functools.cache
+def _models() -> dict[str, Any]:
+    """The SDK's event model of each ``type`` (its union members, keyed by their ``type`` literal)."""
     from openai.types.responses import ResponseStreamEvent
-    from pydantic import TypeAdapter, ValidationError
 
+    union = typing.get_args(ResponseStreamEvent)[0]  # Annotated[Union[...], discriminator]
+    models: dict[str, Any] = {}
+    for model in typing.get_args(union):
+        (kind,) = typing.get_args(model.model_fields["type"].annotation)
+        models[kind] = model
+    return models
+
+
+def _parse(event: dict[str, Any], where: str) -> None:
+    from pydantic import ValidationError
+
+    model = _models().get(event.get("type", ""))
+    assert model is not None, f"{where}: not an event type of the Responses stream"
     try:
-        TypeAdapter(ResponseStreamEvent).validate_python(event)
+        model.model_validate(event)
     except ValidationError as exc:
         raise AssertionError(f"{where}: not a valid {event.get('type')} event: {exc}") from None
 
