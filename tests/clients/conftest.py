@@ -285,9 +285,11 @@ class Codex:
         *extra: str,
         json_events: bool = False,
         provider_keys: dict[str, str | int | bool] | None = None,
+        resume: bool = False,
     ) -> Run:
         """``provider_keys``: more keys of the provider entry (``stream_idle_timeout_ms``,
-        ``supports_websockets``, ``name``), as TOML values."""
+        ``supports_websockets``, ``name``), as TOML values; ``resume``: a next turn of the last
+        session (``codex exec resume --last``)."""
         keys: dict[str, str | int | bool] = {
             "name": "local",
             "base_url": server.v1,
@@ -299,6 +301,7 @@ class Codex:
         argv = [
             str(self.binary),
             "exec",
+            *(["resume", "--last"] if resume else []),
             "--skip-git-repo-check",
             "-c",
             f'model="{server.model}"',
