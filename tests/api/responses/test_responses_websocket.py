@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -162,6 +163,21 @@ def test_keepalives_flow_as_frames_while_the_first_token_is_late(live: LiveServe
     check_stream(events)
     first_delta = next(i for i, e in enumerate(events) if e["type"] == "response.output_text.delta")
     assert [e["type"] for e in events[:first_delta]].count("response.in_progress") >= 3
+
+
+def test_concurrent_sockets_wait_in_the_queue_with_keepalives(live: LiveServer) -> None:
+    """Three connections at once on one slot, each first token late: two wait in the queue, all
+    keep receiving keepalive events, all finish with a valid stream."""
+
+    def session(_: int) -> list[dict[str, Any]]:
+        with open_socket(live.url) as ws:
+            return ws.run(model=STUB_MODEL, input="say it slowly", store=False)
+
+    with ThreadPoolExecutor(3) as pool:
+        streams = list(pool.map(session, range(3)))
+    for events in streams:
+        assert check_stream(events)["output"][-1]["content"][0]["text"] == "late but whole"
+        assert [e["type"] for e in events].count("response.in_progress") >= 3
 
 
 def test_a_client_gone_mid_generation_frees_its_slot(live: LiveServer) -> None:

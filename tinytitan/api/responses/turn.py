@@ -161,9 +161,9 @@ async def start_turn(
             return [compaction_item(result)], result.usage
 
         return WholeTurn(encoder, compacted, streaming)
-    if not generate:
-        served = engine.route(chat.model)[0]
-        shell = response_shell(wire, model=served, sampling=chat.sampling, store=store)
+    if not generate:  # every refusal a generation would meet (routing, validation, the context window)
+        validated, _prompt = await engine.validate(chat)
+        shell = response_shell(wire, model=validated.model_id, sampling=validated.sampling, store=store)
         encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
 
         async def warmed() -> Output:
