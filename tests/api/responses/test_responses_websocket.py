@@ -119,6 +119,21 @@ def test_a_failed_continuation_evicts_what_it_continued_from(live: LiveServer) -
     assert gone["error"]["code"] == "previous_response_not_found"
 
 
+def test_a_compacted_window_starts_a_new_chain(live: LiveServer) -> None:
+    """Rule: after ``POST /v1/responses/compact``, a new chain on a socket starts from its output
+    items as input (no ``previous_response_id``), and continues from there."""
+    conversation = [user("Store users somewhere simple."), {"role": "assistant", "content": "Using sqlite."}]
+    body = {"model": STUB_MODEL, "input": conversation}
+    compacted = httpx.post(live.v1 + "/responses/compact", json=body, timeout=60).json()
+    with open_socket(live.url) as ws:
+        first = check_stream(ws.run(model=STUB_MODEL, input=[*compacted["output"], user("next?")], store=False))
+        second = check_stream(ws.run(model=STUB_MODEL, previous_response_id=first["id"], input="and then?"))
+    assert first["status"] == second["status"] == "completed"
+    request = last_request(live)
+    assert "compacted" in request["system"]  # the note, from the item the chain started with
+    assert [m["content"] for m in request["messages"] if m["role"] == "user"] == ["next?", "and then?"]
+
+
 @pytest.mark.parametrize(
     ("event", "param", "code"),
     [
