@@ -9,12 +9,12 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-__all__ = ["TURN_ENDS", "ResponsesSocket", "open_socket"]
+__all__ = ["TURN_ENDS", "SocketClient", "open_socket"]
 
 TURN_ENDS = ("response.completed", "response.incomplete", "response.failed", "error")
 
 
-class ResponsesSocket:
+class SocketClient:
     def __init__(self, connection: ClientConnection) -> None:
         self.connection = connection
 
@@ -43,7 +43,7 @@ class ResponsesSocket:
 
 
 @contextmanager
-def open_socket(url: str, headers: dict[str, str] | None = None) -> Iterator[ResponsesSocket]:
+def open_socket(url: str, headers: dict[str, str] | None = None) -> Iterator[SocketClient]:
     """``url`` is the server's ``http://host:port``; the socket is ``ws://host:port/v1/responses``."""
     with connect(url.replace("http://", "ws://", 1) + "/v1/responses", additional_headers=headers) as connection:
-        yield ResponsesSocket(connection)
+        yield SocketClient(connection)
