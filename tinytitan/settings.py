@@ -79,6 +79,8 @@ class Settings:
     parallel: str = "auto"  # under mlx.launch: auto | tensor | pipeline (issue #19)
     distributed_timeout: float = 60.0  # seconds before a silent rank counts as lost
     keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
+    websockets: bool = True  # Responses over WebSocket (GET /v1/responses + Upgrade); off → 426
+    websocket_max_age: float = 3600.0  # seconds a WebSocket connection may live
     strip_cli_prompt: bool = False  # apply the -fast strip to every request (reference §10)
     strip_tags: tuple[str, ...] = ("system-reminder",)  # spans the strip cuts
     # agent memory (reference §14): off unless asked for
@@ -106,6 +108,8 @@ class Settings:
             raise SettingsError("--queue-limit must be 0 or more")
         if self.keepalive_seconds <= 0:
             raise SettingsError("--keepalive must be a positive number of seconds")
+        if self.websocket_max_age <= 0:
+            raise SettingsError("--websocket-max-age must be a positive number of seconds")
         if self.parallel not in ("auto", "tensor", "pipeline"):
             raise SettingsError(f"--parallel takes auto, tensor or pipeline, not '{self.parallel}'")
         if self.distributed_timeout <= 0:

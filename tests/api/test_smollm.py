@@ -24,7 +24,9 @@ from tinytitan.engine.backends.mlx import MlxBackend
 from tinytitan.engine.backends.mlx.embedded import embedded_gguf
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.settings import Settings
+from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.websocket import open_socket
 
 QUESTION = "What is the capital of France? Answer in one sentence."
 HEADERS = {"anthropic-version": "2023-06-01"}
@@ -161,12 +163,14 @@ def _is_text(data: dict[str, Any]) -> bool:
 
 
 def _pings_before_first_text(lines: list[str]) -> int:
+    """Keepalives before the first text: comment lines (Chat), ``ping`` events (Messages), and every
+    ``response.in_progress`` after the first (Responses)."""
     pings = 0
     for line in lines:
-        if line.startswith(": ping") or line == "event: ping":
+        if line.startswith(": ping") or line in ("event: ping", "event: response.in_progress"):
             pings += 1
         elif line.startswith("data: {") and _is_text(json.loads(line[6:])):
-            return pings
+            return pings - (1 if "event: response.in_progress" in lines else 0)
     raise AssertionError("the stream carried no text")
 
 
@@ -221,3 +225,31 @@ def test_concurrent_requests_on_three_protocols_all_answer(live: LiveServer) -> 
     with ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(one, PROTOCOLS))
     assert all("Paris" in a for a in answers), json.dumps(answers)
+
+
+def test_websocket_sessions_side_by_side_with_a_late_first_token(live: LiveServer, slow_start: None) -> None:
+    """Two Responses WebSocket sessions at once (issue 29), at the model's default sampling, each
+    first token held back past several keepalives: every turn is a valid stream with keepalive
+    frames before its text, and the second turn — only its new input, ``previous_response_id`` of a
+    ``store: false`` response — continues from the connection's cache with the prefix cached."""
+    model = live.engine.info.id
+    barrier = threading.Barrier(2)
+
+    def session(question: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        with open_socket(live.url) as ws:
+            barrier.wait(timeout=30)
+            first = ws.run(model=model, input=question, store=False, max_output_tokens=48)
+            final = check_stream(first)
+            second = ws.run(model=model, previous_response_id=final["id"], input="Thanks!", max_output_tokens=24)
+        return first, check_stream(second)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(session, [QUESTION, "What is the capital of Italy? Answer in one sentence."]))
+    for first, second in results:
+        before = [e["type"] for e in first[: next(i for i, e in enumerate(first) if e["type"].endswith(".delta"))]]
+        assert before.count("response.in_progress") >= 3  # the start, then keepalives
+        assert first[-1]["response"]["status"] in ("completed", "incomplete")
+        assert first[-1]["response"]["output"][-1]["content"][0]["text"].strip()
+        assert second["status"] in ("completed", "incomplete")
+        assert second["usage"]["input_tokens"] > first[-1]["response"]["usage"]["input_tokens"]
+        assert second["usage"]["input_tokens_details"]["cached_tokens"] > 0

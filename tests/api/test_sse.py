@@ -16,7 +16,7 @@ from litestar.datastructures import State
 from litestar.response import ServerSentEvent
 from litestar.types import HTTPDisconnectEvent, Message
 
-from tinytitan.api.sse import SSE, sse_response
+from tinytitan.api.sse import SSE, no_event, sse_response
 from tinytitan.testing import sse
 
 OPENAI_PING = b": ping\n\n"
@@ -41,7 +41,8 @@ class Stream:
     async def serve(self, events: AsyncIterator[SSE], *, anthropic: bool, interval: float = 60.0) -> None:
         @get("/")
         async def handler(request: Request[Any, Any, Any]) -> ServerSentEvent:
-            return sse_response(events, request, anthropic=anthropic, on_close=self._on_close)
+            keepalive = (lambda: SSE({"type": "ping"}, event="ping")) if anthropic else no_event
+            return sse_response(events, request, keepalive=keepalive, on_close=self._on_close)
 
         app = Litestar([handler], state=State({"keepalive_seconds": interval}))
         scope: Any = {  # a hand-built HTTP scope

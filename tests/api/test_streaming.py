@@ -27,8 +27,6 @@ DONE = Finished("stop")
 class Recording:
     """An encoder whose frames say which call made them."""
 
-    anthropic = False
-
     def __init__(self) -> None:
         self.failures: list[TinyTitanError] = []
 
@@ -44,6 +42,9 @@ class Recording:
 
     def end(self) -> list[SSE]:
         return [SSE("end")]
+
+    def keepalive(self) -> None:
+        return None
 
     def object(self, result: Completion) -> dict[str, Any]:
         raise AssertionError("not for streams")
@@ -148,7 +149,7 @@ def test_responses_ends_with_response_failed(ending: list[Any]) -> None:
     last = encoded(ending, responses())[-1]
     assert last.event == "response.failed"
     assert last.data["response"]["status"] == "failed"
-    assert last.data["response"]["error"]["code"] == "internal_error"
+    assert last.data["response"]["error"]["code"] == "server_error"
 
 
 @pytest.mark.parametrize("encoder", [chat, messages, responses])

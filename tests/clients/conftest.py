@@ -265,6 +265,12 @@ def workspace(tmp_path: Path) -> Workspace:
 # The three clients
 
 
+def _toml(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int) else json.dumps(value)
+
+
 @dataclass
 class Codex:
     """Codex CLI (``codex exec``), speaking OpenAI Responses."""
@@ -272,14 +278,30 @@ class Codex:
     binary: Path
     ws: Workspace
 
-    def run(self, server: StubServer, prompt: str, *extra: str, json_events: bool = False) -> Run:
-        provider = (
-            f'model_providers.local={{name="local", base_url="{server.v1}", '
-            'env_key="LOCAL_API_KEY", wire_api="responses"}'
-        )
+    def run(
+        self,
+        server: StubServer,
+        prompt: str,
+        *extra: str,
+        json_events: bool = False,
+        provider_keys: dict[str, str | int | bool] | None = None,
+        resume: bool = False,
+    ) -> Run:
+        """``provider_keys``: more keys of the provider entry (``stream_idle_timeout_ms``,
+        ``supports_websockets``, ``name``), as TOML values; ``resume``: a next turn of the last
+        session (``codex exec resume --last``)."""
+        keys: dict[str, str | int | bool] = {
+            "name": "local",
+            "base_url": server.v1,
+            "env_key": "LOCAL_API_KEY",
+            "wire_api": "responses",
+            **(provider_keys or {}),
+        }
+        provider = "model_providers.local={" + ", ".join(f"{k}={_toml(v)}" for k, v in keys.items()) + "}"
         argv = [
             str(self.binary),
             "exec",
+            *(["resume", "--last"] if resume else []),
             "--skip-git-repo-check",
             "-c",
             f'model="{server.model}"',

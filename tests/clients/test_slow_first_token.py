@@ -31,14 +31,16 @@ def _raw(server: StubServer, path: str, body: dict[str, Any]) -> bytes:
 
 
 def test_keepalives_are_on_the_wire(stub: StartStub) -> None:
-    """What the clients below see before their first event: comment lines on OpenAI streams (no
-    ``data:`` field), ``event: ping`` on Anthropic ones, lines ending in ``\\n`` only."""
+    """What the clients below see before their first event: comment lines on Chat Completions streams
+    (no ``data:`` field), a repeated ``response.in_progress`` event on Responses ones (issue 29: Codex
+    counts only parsed events), ``event: ping`` on Anthropic ones; lines ending in ``\\n`` only."""
     server = stub(SCRIPT, "--keepalive", KEEPALIVE)
     chat = _raw(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
     responses = _raw(server, "/v1/responses", {"input": "hi"})
     messages = _raw(server, "/v1/messages", {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]})
+    assert chat.count(b": ping\n\n") >= 2, chat[:400]
+    assert b": ping" not in responses and responses.count(b"event: response.in_progress\n") >= 3, responses[:400]
     for body in (chat, responses):
-        assert body.count(b": ping\n\n") >= 2, body[:400]
         assert b"data: \n" not in body and b"\r" not in body
     assert messages.count(b'event: ping\ndata: {"type": "ping"}\n\n') >= 2 and b"\r" not in messages
 
@@ -56,6 +58,18 @@ def test_codex_reads_a_slow_first_token(stub: StartStub, codex: Codex) -> None:
     run = codex.run(server, "say hi")
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
+
+
+def test_codex_idle_timer_is_reset_by_the_keepalive(stub: StartStub, codex: Codex) -> None:
+    """Codex's ``stream_idle_timeout_ms`` (here 1 s) is shorter than the first token's delay (1.6 s):
+    only keepalives Codex parses as events keep the turn alive (issue 29 item 1). Retries are off, so
+    a timed-out stream fails the run instead of being retried into a pass."""
+    server = stub(SCRIPT, "--keepalive", KEEPALIVE)
+    keys: dict[str, str | int | bool] = {"stream_idle_timeout_ms": 1000, "stream_max_retries": 0}
+    run = codex.run(server, "say hi", provider_keys=keys)
+    assert run.returncode == 0, run.describe()
+    assert run.stdout.strip() == REPLY, run.describe()
+    assert len(server.requests()) == 1  # one stream, never retried
 
 
 def test_claude_code_reads_a_slow_first_token(stub: StartStub, claude: Claude) -> None:

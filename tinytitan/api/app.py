@@ -20,6 +20,7 @@ from tinytitan.api.guard import GuardConfig, guarded
 from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
+from tinytitan.api.responses.websocket import responses_socket
 from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -54,12 +55,15 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         ModelsController,
         ChatCompletionsController,
         ResponsesController,
+        responses_socket,
         MessagesController,
         openapi_route(),
     ]
     if hasattr(engine.backend, "recorded"):
         handlers.append(stub_requests)
-    guard = GuardConfig(host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins)
+    guard = GuardConfig(
+        host=settings.host, api_key=settings.api_key, cors_origins=settings.cors_origins, websockets=settings.websockets
+    )
     app = Litestar(
         route_handlers=handlers,
         dependencies={
@@ -71,7 +75,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         request_max_body_size=settings.body_limit,
         openapi_config=None,
         logging_config=None,
-        state=State({"keepalive_seconds": settings.keepalive_seconds}),
+        state=State({"keepalive_seconds": settings.keepalive_seconds, "websocket_max_age": settings.websocket_max_age}),
         debug=False,
     )
     return guarded(app, guard)

@@ -6,7 +6,10 @@
 - the Origin rule: a non-loopback ``Origin`` (``null`` included) → 403 unless listed with
   ``--cors-origin`` (then CORS headers are sent, and preflights answered);
 - the optional API key: with ``--api-key`` every route but ``/health`` needs it → 401;
-- POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed).
+- POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed);
+- a WebSocket upgrade passes the same Host, Origin and key checks; it is refused (an HTTP answer in
+  the OpenAI envelope, through the ASGI WebSocket denial response) on any path but
+  ``/v1/responses`` (404), and with 426 when WebSocket mode is off — Codex then falls back to HTTP.
 """
 
 from __future__ import annotations
@@ -26,10 +29,18 @@ from litestar.types import (
     Receive,
     Scope,
     Send,
+    WebSocketScope,
 )
 
 from tinytitan.api.errors import error_payload, is_anthropic
-from tinytitan.engine.errors import AuthenticationFailed, Forbidden, TinyTitanError, UnsupportedMediaType
+from tinytitan.engine.errors import (
+    AuthenticationFailed,
+    Forbidden,
+    NotFound,
+    TinyTitanError,
+    UnsupportedMediaType,
+    UpgradeRefused,
+)
 from tinytitan.engine.request import new_id
 
 __all__ = ["GuardConfig", "guarded"]
@@ -37,16 +48,25 @@ __all__ = ["GuardConfig", "guarded"]
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 _LOOPBACK_ORIGIN = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$", re.IGNORECASE)
 _NO_BODY_POSTS = ("/v1/models/unload", "/cancel")
+WEBSOCKET_PATH = "/v1/responses"
 
 
 class GuardConfig:
-    def __init__(self, *, host: str = "127.0.0.1", api_key: str | None = None, cors_origins: Iterable[str] = ()):
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        api_key: str | None = None,
+        cors_origins: Iterable[str] = (),
+        websockets: bool = True,
+    ):
         self.hosts = set(_LOOPBACK_HOSTS)
         if host not in ("0.0.0.0", "::"):
             self.hosts.add(host.lower())
         self.any_host = host in ("0.0.0.0", "::")
         self.api_key = api_key
         self.cors_origins = {o.rstrip("/") for o in cors_origins}
+        self.websockets = websockets
 
 
 def _host_name(value: str) -> str:
@@ -56,11 +76,11 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def _headers(scope: HTTPScope) -> dict[str, str]:
+def _headers(scope: HTTPScope | WebSocketScope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-def _check(scope: HTTPScope, headers: dict[str, str], config: GuardConfig) -> str | None:
+def _check(scope: HTTPScope | WebSocketScope, headers: dict[str, str], config: GuardConfig) -> str | None:
     """Raise the guard's refusal; return the allowed CORS origin, if any."""
     host = headers.get("host")
     if host is not None and not config.any_host and _host_name(host) not in config.hosts:
@@ -72,7 +92,8 @@ def _check(scope: HTTPScope, headers: dict[str, str], config: GuardConfig) -> st
         if origin.rstrip("/") not in config.cors_origins:
             raise Forbidden("origin not allowed; start the server with --cors-origin to allow it")
         cors = origin
-    if scope["method"] == "OPTIONS" and cors is not None:
+    method = scope.get("method", "GET")  # a WebSocket upgrade is a GET
+    if method == "OPTIONS" and cors is not None:
         return cors
     path = scope.get("path", "")
     if config.api_key and path != "/health":
@@ -80,7 +101,7 @@ def _check(scope: HTTPScope, headers: dict[str, str], config: GuardConfig) -> st
         given = auth[7:].strip() if auth.lower().startswith("bearer ") else headers.get("x-api-key")
         if not given or not secrets.compare_digest(given, config.api_key):
             raise AuthenticationFailed("missing or invalid API key")
-    if scope["method"] == "POST":
+    if method == "POST":
         media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         has_body = (
             "content-type" in headers
@@ -108,10 +129,37 @@ def _body(body: bytes) -> HTTPResponseBodyEvent:
     return {"type": "http.response.body", "body": body, "more_body": False}
 
 
+def _check_upgrade(scope: WebSocketScope, headers: dict[str, str], config: GuardConfig) -> None:
+    _check(scope, headers, config)
+    path = scope.get("path", "")
+    if path != WEBSOCKET_PATH:
+        raise NotFound(f"no WebSocket endpoint at {path}; Responses over WebSocket is {WEBSOCKET_PATH}")
+    if not config.websockets:
+        raise UpgradeRefused(
+            "WebSocket mode is off on this server (serve --no-websockets); use POST /v1/responses over HTTP"
+        )
+
+
+async def _deny_upgrade(exc: TinyTitanError, send: Send) -> None:
+    """Refuse a WebSocket upgrade with an HTTP answer (uvicorn's WebSocket denial response)."""
+    status, body, err_headers = error_payload(exc, anthropic=False, request_id=new_id("req_"))
+    raw = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"openai-version", b"2020-10-01")]
+    headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": raw, "more_body": False})
+
+
 def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
     """Wrap the whole app (not only matched routes, so 404 / 405 answers are stamped too)."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == ScopeType.WEBSOCKET:
+            try:
+                _check_upgrade(scope, _headers(scope), config)
+            except TinyTitanError as exc:
+                await _deny_upgrade(exc, send)
+                return
         if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return

@@ -33,8 +33,6 @@ log = logging.getLogger("tinytitan.api")
 class Encoder(Protocol):
     """A protocol's encoding of one generation (a fresh one per request)."""
 
-    anthropic: bool  # the keepalive and error envelope of the Anthropic API
-
     def start(self) -> list[SSE]:
         """What the stream says before any event (sent at once, even while queued)."""
         ...
@@ -49,6 +47,10 @@ class Encoder(Protocol):
 
     def end(self) -> list[SSE]:
         """Frames after the last event or the failure (Chat's ``[DONE]``)."""
+        ...
+
+    def keepalive(self) -> SSE | None:
+        """The event sent while the next one is slow, or ``None`` for a comment line (``tinytitan.api.sse``)."""
         ...
 
     def object(self, result: Completion) -> dict[str, Any]:
@@ -89,6 +91,6 @@ async def answer(
     with job.closed_on_error():
         if stream:
             events = encode_stream(job.events(), encoder)
-            return sse_response(events, request, anthropic=encoder.anthropic, on_close=job.close)
+            return sse_response(events, request, keepalive=encoder.keepalive, on_close=job.close)
         result = await until_disconnect(request, job.collect())
     return Response(encoder.object(result))

@@ -115,4 +115,6 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "http": hardened_h11(settings.header_limit, settings.header_timeout),
         "h11_max_incomplete_event_size": settings.header_limit + 1024 * 1024,  # backstop
         "timeout_keep_alive": settings.keep_alive_timeout,
+        "ws": "websockets-sansio",  # Responses over WebSocket (the guard refuses upgrades when it is off)
+        "ws_max_size": settings.body_limit,  # a frame carries a whole request body, as a POST does
     }

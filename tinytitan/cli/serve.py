@@ -90,6 +90,21 @@ def serve(
             "SECONDS",
         ),
     ] = 5.0,
+    websockets: Annotated[
+        bool,
+        option(
+            "--websockets/--no-websockets",
+            "Serve Responses over WebSocket (GET /v1/responses with Upgrade); off answers 426 (clients use HTTP).",
+        ),
+    ] = True,
+    websocket_max_age: Annotated[
+        float,
+        option(
+            "--websocket-max-age",
+            "Seconds a WebSocket connection may live; then websocket_connection_limit_reached (clients reconnect).",
+            "SECONDS",
+        ),
+    ] = 3600.0,
     dtype: Dtype = "auto",
     parallel: Annotated[
         str,
@@ -149,6 +164,8 @@ def serve(
             parallel=parallel.lower(),
             distributed_timeout=distributed_timeout,
             keepalive_seconds=keepalive,
+            websockets=websockets,
+            websocket_max_age=websocket_max_age,
             memory=memory,
             memory_tools=memory_tools.lower(),
             memory_tool_rounds=memory_tool_rounds,

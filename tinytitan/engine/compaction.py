@@ -45,6 +45,7 @@ __all__ = [
     "encode_payload",
     "is_repetition_loop",
     "render_transcript",
+    "require_messages",
     "summary_preamble",
     "trim_middle",
 ]
@@ -284,6 +285,12 @@ class _Compactor:
         return note, tokens
 
 
+def require_messages(messages: Sequence[Message]) -> None:
+    """A conversation with nothing but guidance has nothing to compact → 400."""
+    if not any(m.role not in ("system", "developer") for m in messages):
+        raise InvalidRequest("nothing to compact: input carries no messages", param="input")
+
+
 async def compact(
     engine: Engine,
     model: str,
@@ -294,8 +301,7 @@ async def compact(
     progress: Progress | None = None,
 ) -> CompactionResult:
     """Compact a conversation into a handover note (reference §11)."""
-    if not any(m.role not in ("system", "developer") for m in messages):
-        raise InvalidRequest("nothing to compact: input carries no messages", param="input")
+    require_messages(messages)
     budget = compaction_budget(engine.info_for(model).context_window, max_tokens)
     transcript = render_transcript(messages, notes)
     worker = _Compactor(engine, model, budget, progress)

@@ -30,6 +30,7 @@ __all__ = [
     "UnknownModel",
     "Unsupported",
     "UnsupportedMediaType",
+    "UpgradeRefused",
     "text_only",
 ]
 
@@ -100,6 +101,10 @@ class RequestTooLarge(TinyTitanError, status=413, code="request_too_large"):
 
 class UnsupportedMediaType(TinyTitanError, status=415, code="unsupported_media_type"):
     """A body that is not JSON."""
+
+
+class UpgradeRefused(TinyTitanError, status=426, code="websockets_disabled"):
+    """A WebSocket upgrade while WebSocket mode is off (426: the client falls back to HTTP)."""
 
 
 class HeadersTooLarge(TinyTitanError, status=431, code="request_header_fields_too_large"):

@@ -14,6 +14,7 @@ from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCal
 from tinytitan.engine.request import Sampling
 from tinytitan.testing import sse
 from tinytitan.testing.events import encoded
+from tinytitan.testing.responses_events import check_stream
 
 from .support import MODEL
 
@@ -108,7 +109,7 @@ def test_failure_mid_stream_ends_with_response_failed() -> None:
     ]
     failed = out[-1]["response"]
     assert failed["status"] == "failed"
-    assert failed["error"] == {"code": "internal_error", "message": "generation failed"}
+    assert failed["error"] == {"code": "server_error", "message": "generation failed"}
 
 
 def test_failure_mid_stream_over_http(server: Any) -> None:
@@ -120,7 +121,8 @@ def test_failure_mid_stream_over_http(server: Any) -> None:
     assert all(name == data["type"] for name, data in events)
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
     assert events[-1][0] == "response.failed"
-    assert events[-1][1]["response"]["error"]["code"] == "internal_error"
+    assert events[-1][1]["response"]["error"]["code"] == "server_error"  # a code the Responses schema allows
+    check_stream([data for _, data in events])
     assert sum(1 for name, _ in events if name == "response.output_text.delta") == 3
 
 

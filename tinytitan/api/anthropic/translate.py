@@ -147,8 +147,6 @@ def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
 class MessagesStream:
     """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
 
-    anthropic = True
-
     def __init__(self, model: str, *, request_id: str, message_id: str | None = None) -> None:
         self.model = model
         self.request_id = request_id
@@ -190,6 +188,9 @@ class MessagesStream:
 
     def end(self) -> list[SSE]:
         return []
+
+    def keepalive(self) -> SSE:
+        return SSE({"type": "ping"}, event="ping")
 
     def object(self, result: Completion) -> dict[str, Any]:
         return message_object(result, self.model, message_id=self.message_id)

@@ -186,8 +186,6 @@ class ChatStream:
     """The chunk stream (reference §8): role first (at once, even while queued), deltas, the finish
     chunk, the usage chunk when asked, and ``[DONE]`` — after a failure's error frame too."""
 
-    anthropic = False
-
     def __init__(self, model: str, *, include_usage: bool) -> None:
         self.model = model
         self.include_usage = include_usage
@@ -224,6 +222,9 @@ class ChatStream:
 
     def end(self) -> list[SSE]:
         return [SSE("[DONE]")]
+
+    def keepalive(self) -> None:
+        return None  # a comment line: Chat Completions has no event a client would ignore
 
     def object(self, result: Completion) -> dict[str, Any]:
         return completion_object(result, self.model)

@@ -26,6 +26,7 @@ from .protocol import ResponsesRequest
 __all__ = [
     "OutputBuilder",
     "ResponsesStream",
+    "compaction_item",
     "compaction_object",
     "response_shell",
     "usage_object",
@@ -124,6 +125,12 @@ class OutputBuilder:
             self._event("response.created", response=self._snapshot()),
             self._event("response.in_progress", response=self._snapshot()),
         ]
+
+    def keepalive(self) -> dict[str, Any]:
+        """A repeated ``response.in_progress`` (the current snapshot, the next sequence number): an
+        event the Responses grammar allows at any point of a running response and clients ignore,
+        but one their parsers count — Codex's ``stream_idle_timeout_ms`` resets only on those."""
+        return self._event("response.in_progress", response=self._snapshot())
 
     # -- items -------------------------------------------------------------------------------------
     def _open_item(self, item: dict[str, Any]) -> list[dict[str, Any]]:
@@ -242,10 +249,25 @@ class OutputBuilder:
         kind = "response.incomplete" if incomplete else "response.completed"
         return [*events, self._event(kind, response=self._snapshot())]
 
+    def completed(self, items: list[dict[str, Any]], usage: Usage) -> list[dict[str, Any]]:
+        """The end of a turn that generated nothing token by token: each whole item (a compaction
+        turn's one ``compaction`` item; none for a WebSocket warm-up), then ``response.completed``."""
+        events: list[dict[str, Any]] = []
+        for item in items:
+            index = len(self.output)
+            self.output.append(item)
+            events.append(self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item)))
+            events.append(self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item)))
+        self.response.update(status="completed", completed_at=int(time.time()), usage=usage_object(usage))
+        return [*events, self._event("response.completed", response=self._snapshot())]
+
     def fail(self, exc: TinyTitanError) -> list[dict[str, Any]]:
-        body = openai_error(exc)[1]["error"]
+        """``response.failed``: the response's ``error.code`` is one of the few the Responses schema
+        allows (``server_error``, ``rate_limit_exceeded``, ``invalid_prompt``), not the envelope's code."""
+        status, body = openai_error(exc)
+        code = "server_error" if status >= 500 else "rate_limit_exceeded" if status == 429 else "invalid_prompt"
         self._open = None
-        self.response.update(status="failed", error={"code": body["code"], "message": body["message"]})
+        self.response.update(status="failed", error={"code": code, "message": body["error"]["message"]})
         return [self._event("response.failed", response=self._snapshot())]
 
 
@@ -254,34 +276,42 @@ class ResponsesStream:
     ``OutputBuilder``. ``on_done`` gets the final object of a generation that finished (completed or
     incomplete), on both paths — the route stores it."""
 
-    anthropic = False
-
     def __init__(self, builder: OutputBuilder, on_done: Callable[[dict[str, Any]], None]) -> None:
         self.builder = builder
         self.on_done = on_done
 
-    def _frames(self, events: list[dict[str, Any]]) -> list[SSE]:
+    def frames(self, events: list[dict[str, Any]]) -> list[SSE]:
         return [SSE(e, event=e["type"]) for e in events]
 
     def start(self) -> list[SSE]:
-        return self._frames(self.builder.start())
+        return self.frames(self.builder.start())
 
     def feed(self, event: Event) -> list[SSE]:
-        frames = self._frames(self.builder.feed(event))
+        frames = self.frames(self.builder.feed(event))
         if isinstance(event, Finished):
             self.on_done(self.builder.response)
         return frames
 
     def fail(self, exc: TinyTitanError) -> list[SSE]:
-        return self._frames(self.builder.fail(exc))
+        return self.frames(self.builder.fail(exc))
 
     def end(self) -> list[SSE]:
         return []
+
+    def keepalive(self) -> SSE:
+        event = self.builder.keepalive()
+        return SSE(event, event=event["type"])
 
     def object(self, result: Completion) -> dict[str, Any]:
         for event in result.events:
             self.feed(event)
         return self.builder.response
+
+
+def compaction_item(result: CompactionResult) -> dict[str, Any]:
+    """The ``compaction`` item that carries a note (reference §11): a client sends it back as input."""
+    payload = result.payload()
+    return {"id": new_id("cmp_"), "type": "compaction", "encrypted_content": payload, "created_by": "tinytitan"}
 
 
 def compaction_object(result: CompactionResult, instructions: str | None) -> dict[str, Any]:
@@ -297,14 +327,7 @@ def compaction_object(result: CompactionResult, instructions: str | None) -> dic
                 "content": [{"type": "input_text", "text": instructions}],
             }
         )
-    output.append(
-        {
-            "id": new_id("cmp_"),
-            "type": "compaction",
-            "encrypted_content": result.payload(),
-            "created_by": "tinytitan",
-        }
-    )
+    output.append(compaction_item(result))
     return {
         "id": new_id("resp_cmp_"),
         "object": "response.compaction",

@@ -192,6 +192,8 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
     elif kind == "compaction":
         body = decode_payload(item.get("encrypted_content"), param=f"{where}.encrypted_content")
         mapped.notes.append(str(body["summary"]))
+    elif kind == "compaction_trigger":  # the last item asks for a compaction turn; elsewhere it means nothing
+        raise InvalidRequest("a compaction_trigger item must be the last input item", param=f"{where}.type")
     else:
         raise InvalidRequest(
             f"input items of type '{kind}' are not supported", param=f"{where}.type", code="unsupported_value"

@@ -1,4 +1,4 @@
-"""The Responses controller: decode, map, run on the engine, encode, store. Nothing else."""
+"""The Responses controller: decode, run a turn (``turn.start_turn``), store. Nothing else."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from litestar.response import Response
 
 from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.request_io import read_json, until_disconnect
-from tinytitan.api.streaming import answer
 from tinytitan.engine.compaction import compact
 from tinytitan.engine.errors import InvalidRequest
 
-from .encode import OutputBuilder, ResponsesStream, compaction_object, response_shell
-from .inputs import MappedInput, map_input, to_chat_request
+from .encode import compaction_object
+from .inputs import MappedInput, map_input
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
+from .turn import start_turn
 
 __all__ = ["ResponsesController"]
 
@@ -32,18 +32,15 @@ class ResponsesController(Controller):
         history: list[dict[str, Any]] = []
         if wire.previous_response_id:
             history = store.stored(wire.previous_response_id, param="previous_response_id").conversation()
-        chat, current = to_chat_request(
-            wire, history=history, resolve=store.find_item, workspace=request.headers.get("x-tinytitan-workspace")
+        turn = await start_turn(
+            engine,
+            wire,
+            history=history,
+            resolve=store.find_item,
+            on_done=store.remember,
+            workspace=request.headers.get("x-tinytitan-workspace"),
         )
-        job = await engine.prepare(chat)
-        shell = response_shell(
-            wire, model=job.request.model_id, sampling=job.request.sampling, store=wire.store is not False
-        )
-
-        def remember(response: dict[str, Any]) -> None:
-            store.remember(response, current.items, history)
-
-        return await answer(request, job, ResponsesStream(OutputBuilder(shell), remember), stream=chat.stream)
+        return await turn.respond(request)
 
     @post("/compact", status_code=200)
     async def compact(self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep) -> Any:

@@ -1,0 +1,177 @@
+"""One Responses turn, whichever transport carries it (``POST /v1/responses`` or the WebSocket).
+
+``start_turn`` maps the request and starts it: a generation on the engine (``GenerationTurn``), or —
+when the last input item is ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2) — a
+compaction of the conversation through ``tinytitan.engine.compaction`` (a ``WholeTurn``), whose
+answer is exactly one ``compaction`` output item. Both are encoded by the same ``OutputBuilder``: a turn
+gives its event stream (``stream``; the transport adds the keepalives ``keepalive`` makes), or its
+HTTP answer (``respond``). ``close`` frees what it holds, however the turn ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import msgspec
+from litestar import Request, Response
+from litestar.response import ServerSentEvent
+
+from tinytitan.api.request_io import until_disconnect
+from tinytitan.api.sse import SSE, sse_response
+from tinytitan.api.streaming import answer, encode_stream
+from tinytitan.engine.compaction import compact, require_messages
+from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.events import Usage
+from tinytitan.engine.job import Job
+from tinytitan.engine.request import Sampling
+from tinytitan.engine.service import Engine
+
+from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
+from .inputs import MappedInput, Resolver, map_input, to_chat_request
+from .protocol import ResponsesRequest
+
+__all__ = ["COMPACTION_TRIGGER", "Finished", "GenerationTurn", "Turn", "WholeTurn", "start_turn"]
+
+log = logging.getLogger("tinytitan.api")
+
+COMPACTION_TRIGGER = "compaction_trigger"
+
+Finished = Callable[[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]], None]
+"""Called with a finished turn's response, its input items and the history before them (to store)."""
+
+
+class Turn(Protocol):
+    def stream(self) -> AsyncGenerator[SSE, None]: ...
+
+    def keepalive(self) -> SSE: ...
+
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class GenerationTurn:
+    job: Job
+    encoder: ResponsesStream
+    streaming: bool
+
+    def stream(self) -> AsyncGenerator[SSE, None]:
+        return encode_stream(self.job.events(), self.encoder)
+
+    def keepalive(self) -> SSE:
+        return self.encoder.keepalive()
+
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+        return await answer(request, self.job, self.encoder, stream=self.streaming)
+
+    def close(self) -> None:
+        self.job.close()
+
+
+Output = tuple[list[dict[str, Any]], Usage]
+
+
+@dataclass
+class WholeTurn:
+    """A turn whose output comes whole from ``work`` (no tokens to stream): the compaction of the
+    conversation into one ``compaction`` item, or a WebSocket warm-up (``generate: false``: no output,
+    a response id to continue from)."""
+
+    encoder: ResponsesStream
+    work: Callable[[], Awaitable[Output]]
+    streaming: bool
+
+    def _finish(self, output: Output) -> list[dict[str, Any]]:
+        events = self.encoder.builder.completed(*output)
+        self.encoder.on_done(self.encoder.builder.response)
+        return events
+
+    async def stream(self) -> AsyncGenerator[SSE, None]:
+        builder = self.encoder.builder
+        for frame in self.encoder.frames(builder.start()):
+            yield frame
+        try:
+            events = self._finish(await self.work())
+        except TinyTitanError as exc:
+            events = builder.fail(exc)
+        except Exception:
+            log.exception("a turn failed")
+            events = builder.fail(GenerationFailed())
+        for frame in self.encoder.frames(events):
+            yield frame
+
+    def keepalive(self) -> SSE:
+        return self.encoder.keepalive()
+
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+        if self.streaming:
+            return sse_response(self.stream(), request, keepalive=self.keepalive)
+        self._finish(await until_disconnect(request, self.work()))
+        return Response(self.encoder.builder.response)
+
+    def close(self) -> None:
+        return None  # the work runs inside the stream (or the request): closing that cancels it
+
+
+def _split_trigger(wire: ResponsesRequest) -> tuple[ResponsesRequest, bool]:
+    """The request without its closing ``compaction_trigger`` item, and whether it had one."""
+    items = wire.input
+    last = items[-1] if isinstance(items, list) and items else None
+    if isinstance(items, list) and isinstance(last, dict) and last.get("type") == COMPACTION_TRIGGER:
+        return msgspec.structs.replace(wire, input=items[:-1]), True
+    return wire, False
+
+
+async def start_turn(
+    engine: Engine,
+    wire: ResponsesRequest,
+    *,
+    history: list[dict[str, Any]],
+    resolve: Resolver,
+    on_done: Finished,
+    workspace: str | None = None,
+    streaming: bool | None = None,
+    generate: bool = True,
+) -> Turn:
+    """Map ``wire`` (continuing ``history``) and start it; refusals raise before anything is sent.
+
+    ``streaming`` overrides the request's own ``stream`` (the WebSocket always streams);
+    ``generate=False`` is the WebSocket's warm-up: the request is checked and remembered, nothing runs."""
+    wire, compaction = _split_trigger(wire)
+    if streaming is None:
+        streaming = bool(wire.stream)
+    chat, current = to_chat_request(wire, history=history, resolve=resolve, workspace=workspace)
+    store = wire.store is not False
+    if compaction:
+        model = chat.model  # an unknown name is refused below, before any work
+        mapped = map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
+        mapped.extend(current)
+        require_messages(mapped.messages)
+        served = engine.route(model)[0]
+        shell = response_shell(wire, model=served, sampling=Sampling(temperature=0.0), store=store)
+        # the compacted window replaces the conversation: what continues from it is the note alone
+        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, [], []))
+
+        async def compacted() -> Output:
+            result = await compact(engine, model, mapped.messages, notes=mapped.notes)
+            return [compaction_item(result)], result.usage
+
+        return WholeTurn(encoder, compacted, streaming)
+    if not generate:  # every refusal a generation would meet (routing, validation, the context window)
+        validated, _prompt = await engine.validate(chat)
+        shell = response_shell(wire, model=validated.model_id, sampling=validated.sampling, store=store)
+        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+
+        async def warmed() -> Output:
+            return [], Usage()
+
+        return WholeTurn(encoder, warmed, streaming)
+    job = await engine.prepare(replace(chat, stream=streaming))
+    with job.closed_on_error():
+        shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)
+        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        return GenerationTurn(job, encoder, streaming)
