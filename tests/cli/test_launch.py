@@ -88,8 +88,10 @@ def test_a_server_that_does_not_answer(tmp_path: Path) -> None:
 def test_a_server_that_wants_a_key(tmp_path: Path, server: ServerProcess) -> None:
     _agent(tmp_path, "claude")
     _refused(_launch("claude", "--url", server.url, path=tmp_path), "wants an API key: pass --api-key")
-    _refused(_launch("claude", "--url", server.url, "--model", "nope", "--api-key", "k", path=tmp_path),
-             "does not serve 'nope' (it serves: stub-model)")
+    _refused(
+        _launch("claude", "--url", server.url, "--model", "nope", "--api-key", "k", path=tmp_path),
+        "does not serve 'nope' (it serves: stub-model)",
+    )
 
 
 def test_a_bad_reasoning_level(tmp_path: Path) -> None:
@@ -106,7 +108,9 @@ def test_a_server_that_cannot_start(tmp_path: Path) -> None:
     assert refusal.startswith("tinytitan launch: the server exited with status 2 before it was ready: ")
 
 
-def test_the_agent_runs_with_its_arguments_and_its_exit_status_is_the_launchs(tmp_path: Path, server: ServerProcess) -> None:
+def test_the_agent_runs_with_its_arguments_and_its_exit_status_is_the_launchs(
+    tmp_path: Path, server: ServerProcess
+) -> None:
     _agent(tmp_path, "codex", code=7)
     done = _launch("codex", "--url", server.url, "--api-key", "k", "--", "exec", "--json", "do it", path=tmp_path)
     assert done.returncode == 7, done

@@ -57,7 +57,9 @@ def test_claude(stub: StartStub, workspace: Workspace) -> None:
     client_binary("claude")
     server = _server(stub)
     settings = _write(workspace.home / ".claude" / "settings.json", json.dumps({"theme": "dark", "env": {"FOO": "1"}}))
-    run = _launch(workspace, "claude", "--url", server.url, "--api-key", KEY, "--", "-p", "say hi", "--output-format", "json")
+    run = _launch(
+        workspace, "claude", "--url", server.url, "--api-key", KEY, "--", "-p", "say hi", "--output-format", "json"
+    )
     assert run.returncode == 0, run.describe()
     assert json.loads(run.stdout)["result"] == REPLY, run.describe()
     # its answers are capped at the output cap it was given (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
@@ -74,13 +76,19 @@ def test_codex(stub: StartStub, workspace: Workspace) -> None:
         'model = "gpt-their-own"\nmodel_reasoning_effort = "low"\n\n'
         '[model_providers.theirs]\nname = "Theirs"\nbase_url = "https://example.invalid/v1"\n',
     )
-    run = _launch(workspace, "codex", "--url", server.url, "--api-key", KEY, "--", "exec", "--skip-git-repo-check", "say hi")
+    run = _launch(
+        workspace, "codex", "--url", server.url, "--api-key", KEY, "--", "exec", "--skip-git-repo-check", "say hi"
+    )
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
     assert "Model metadata" not in run.stderr, run.describe()  # it knows the model from the catalog
     _answered(server)
     (entry, *_) = json.loads((codex_home / "tinytitan-models.json").read_text(encoding="utf-8"))["models"]
-    assert (entry["slug"], entry["context_window"], entry["auto_compact_token_limit"]) == (server.model, WINDOW, WINDOW - CAP)
+    assert (entry["slug"], entry["context_window"], entry["auto_compact_token_limit"]) == (
+        server.model,
+        WINDOW,
+        WINDOW - CAP,
+    )
     assert (codex_home / "config.toml").read_text(encoding="utf-8") == config
 
 
@@ -88,11 +96,26 @@ def test_pi(stub: StartStub, workspace: Workspace) -> None:
     client_binary("pi")
     server = _server(stub)
     agent_dir = workspace.home / ".pi" / "agent"
-    theirs = {"baseUrl": "https://example.invalid/v1", "api": "openai-completions", "apiKey": "THEIR_KEY", "models": [{"id": "x"}]}
+    theirs = {
+        "baseUrl": "https://example.invalid/v1",
+        "api": "openai-completions",
+        "apiKey": "THEIR_KEY",
+        "models": [{"id": "x"}],
+    }
     _write(agent_dir / "models.json", json.dumps({"providers": {"theirs": theirs}}))
     settings = _write(agent_dir / "settings.json", json.dumps({"defaultThinkingLevel": "low"}))
     run = _launch(
-        workspace, "pi", "--url", server.url, "--api-key", KEY, "--", "-p", "--no-session", "say hi", env={"PI_OFFLINE": "1"}
+        workspace,
+        "pi",
+        "--url",
+        server.url,
+        "--api-key",
+        KEY,
+        "--",
+        "-p",
+        "--no-session",
+        "say hi",
+        env={"PI_OFFLINE": "1"},
     )
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
@@ -110,12 +133,25 @@ def test_opencode(stub: StartStub, workspace: Workspace) -> None:
     theirs = {
         "$schema": "https://opencode.ai/config.json",
         "model": "theirs/x",
-        "provider": {"theirs": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "https://example.invalid/v1"},
-                                "models": {"x": {}}}},
+        "provider": {
+            "theirs": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": "https://example.invalid/v1"},
+                "models": {"x": {}},
+            }
+        },
     }
     config = _write(workspace.home / ".config" / "opencode" / "opencode.json", json.dumps(theirs))
     run = _launch(
-        workspace, "opencode", "--url", server.url, "--api-key", KEY, "--", "run", "say hi",
+        workspace,
+        "opencode",
+        "--url",
+        server.url,
+        "--api-key",
+        KEY,
+        "--",
+        "run",
+        "say hi",
         env={"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"},
     )
     assert run.returncode == 0, run.describe()
@@ -128,8 +164,15 @@ def test_reuses_the_local_server(stub: StartStub, workspace: Workspace) -> None:
     """No --url: the server answering on the local port (TINYTITAN_PORT) is the one used."""
     client_binary("pi")
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
-    run = _launch(workspace, "pi", "--", "-p", "--no-session", "say hi",
-                  env={"PI_OFFLINE": "1", "TINYTITAN_PORT": str(server.port)})
+    run = _launch(
+        workspace,
+        "pi",
+        "--",
+        "-p",
+        "--no-session",
+        "say hi",
+        env={"PI_OFFLINE": "1", "TINYTITAN_PORT": str(server.port)},
+    )
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
     _answered(server, None)

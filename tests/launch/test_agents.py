@@ -31,7 +31,7 @@ def test_claude_gets_model_url_key_window_and_cap_by_environment() -> None:
 
 def test_codex_gets_provider_window_and_compaction_limit_by_flags(tmp_path: Path) -> None:
     binary = tmp_path / "codex"
-    binary.write_text("#!/bin/sh\necho '{\"models\": [{\"base_instructions\": \"I\"}]}'\n", encoding="utf-8")
+    binary.write_text('#!/bin/sh\necho \'{"models": [{"base_instructions": "I"}]}\'\n', encoding="utf-8")
     binary.chmod(0o755)
     wiring = AGENTS["codex"].wire(str(binary), SMALL, {"CODEX_HOME": str(tmp_path / "ch")}, ["exec", "hi"])
     assert wiring.argv[-2:] == ["exec", "hi"] and set(wiring.argv[:-2:2]) == {"-c"}

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,10 @@ SERVED = Served("http://127.0.0.1:9", "stub-model", 32768, 8192, None, ("off", "
 def test_merge_keeps_every_other_key(tmp_path: Path) -> None:
     path = tmp_path / "agent" / "models.json"
     path.parent.mkdir()
-    mine = {"providers": {"other": {"baseUrl": "https://example.invalid/v1", "models": [{"id": "x"}]}}, "extra": [1, 2]}
+    mine: dict[str, Any] = {
+        "providers": {"other": {"baseUrl": "https://example.invalid/v1", "models": [{"id": "x"}]}},
+        "extra": [1, 2],
+    }
     path.write_text(json.dumps(mine), encoding="utf-8")
     os.chmod(path, 0o640)
 
@@ -59,8 +63,12 @@ def test_codex_catalog_has_the_window_and_codex_own_instructions(tmp_path: Path)
     home = tmp_path / "codex-home"
     binary = _fake_codex(
         tmp_path,
-        {"models": [{"slug": "hidden", "visibility": "hide", "base_instructions": "no"},
-                    {"slug": "gpt-x", "visibility": "list", "base_instructions": "You are Codex."}]},
+        {
+            "models": [
+                {"slug": "hidden", "visibility": "hide", "base_instructions": "no"},
+                {"slug": "gpt-x", "visibility": "list", "base_instructions": "You are Codex."},
+            ]
+        },
     )
     path = codex_catalog(home, SERVED, 24576, binary, {"PATH": os.environ["PATH"]})
     assert path == home / CODEX_CATALOG

@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tinytitan.launch.configs import codex_catalog, merge_json_file
 from tinytitan.launch.server import Served
@@ -142,7 +143,7 @@ def _opencode(binary: str, served: Served, environ: Mapping[str, str], args: Seq
         "models": {served.model: model},
     }
     # OPENCODE_CONFIG_CONTENT is merged over the user's config files; a value of their own is kept
-    config: dict[str, object] = {}
+    config: dict[str, Any] = {}
     if environ.get("OPENCODE_CONFIG_CONTENT"):
         try:
             loaded = json.loads(environ["OPENCODE_CONFIG_CONTENT"])
@@ -150,7 +151,8 @@ def _opencode(binary: str, served: Served, environ: Mapping[str, str], args: Seq
             loaded = None
         if isinstance(loaded, dict):
             config = loaded
-    providers = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+    providers = config.get("provider")
+    providers = providers if isinstance(providers, dict) else {}
     config = {**config, "model": f"{PROVIDER}/{served.model}", "provider": {**providers, PROVIDER: provider}}
     env = {**environ, KEY_VARIABLE: served.key, "OPENCODE_CONFIG_CONTENT": json.dumps(config)}
     return Wiring(list(args), env)
