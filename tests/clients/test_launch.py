@@ -56,7 +56,9 @@ def _answered(server: StubServer, key: str | None = KEY) -> list[dict[str, Any]]
 def test_claude(stub: StartStub, workspace: Workspace) -> None:
     client_binary("claude")
     server = _server(stub)
-    settings = _write(workspace.home / ".claude" / "settings.json", json.dumps({"theme": "dark", "env": {"FOO": "1"}}))
+    # settings.json's env overrides the process environment: the launch must win over it anyway
+    theirs = {"theme": "dark", "env": {"ANTHROPIC_MODEL": "their-model", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1000"}}
+    settings = _write(workspace.home / ".claude" / "settings.json", json.dumps(theirs))
     run = _launch(
         workspace, "claude", "--url", server.url, "--api-key", KEY, "--", "-p", "say hi", "--output-format", "json"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 from tinytitan.launch.agents import AGENTS, KEY_VARIABLE, compact_limit
@@ -12,21 +13,26 @@ SMALL = Served("http://127.0.0.1:9", "m", 32768, 8192, "secret", ("off", "on"))
 LARGE = Served("http://127.0.0.1:9", "m", 131072, 32000, None, ())
 
 
-def test_claude_gets_model_url_key_window_and_cap_by_environment() -> None:
-    user = {"ANTHROPIC_API_KEY": "sk-ant-real", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500000", "KEEP": "1"}
+def test_claude_gets_model_url_key_window_and_cap_by_environment_and_settings(tmp_path: Path) -> None:
+    user = {"ANTHROPIC_API_KEY": "sk-ant-real", "CLAUDE_CONFIG_DIR": str(tmp_path), "KEEP": "1"}
     wiring = AGENTS["claude"].wire("claude", SMALL, user, ["-p", "hi"])
+    settings = tmp_path / "tinytitan-launch-9.json"
+    assert wiring.argv == ["--settings", str(settings), "-p", "hi"]
     env = wiring.env
-    assert wiring.argv == ["-p", "hi"]
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9" and env["ANTHROPIC_AUTH_TOKEN"] == "secret"
     assert "ANTHROPIC_API_KEY" not in env  # a real Anthropic key never reaches the local server
     for name in ("ANTHROPIC_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
         assert env[name] == "m"
     assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "32768" and env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "8192"
-    # below Claude Code's 100k minimum the window itself bounds compaction; a user's larger one would not
-    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in env
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in env  # Claude Code raises anything below 100k to that
     assert env["KEEP"] == "1"
-    large = AGENTS["claude"].wire("claude", LARGE, {}, []).env
+    # the same variables in the --settings file (a user's settings.json `env` would override the process's)
+    written = json.loads(settings.read_text(encoding="utf-8"))
+    assert written == {"model": "m", "env": {k: v for k, v in env.items() if k not in user}}
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600  # it holds the key
+    large = AGENTS["claude"].wire("claude", LARGE, {"HOME": str(tmp_path)}, []).env
     assert large["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == "131072" and large["ANTHROPIC_AUTH_TOKEN"] == "unused"
+    assert (tmp_path / ".claude" / "tinytitan-launch-9.json").exists()
 
 
 def test_codex_gets_provider_window_and_compaction_limit_by_flags(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 ``AGENTS[name].wire(binary, served, environ, args)`` returns the agent's ``Wiring``: the argv to run and the
 environment to run it in. Everything goes by flags and environment where the agent takes it that
-way (Claude Code, Codex, OpenCode); what only a file can say is written into the agent's own config
-directory, merged into what the user has there (pi's ``models.json``; Codex's model catalog, a file
-of ours next to its ``config.toml``) — see ``tinytitan.launch.configs``.
+way; what only a file can say is written into the agent's own config directory, beside or merged
+into what the user has there, never replacing it (see ``tinytitan.launch.configs``): Claude Code's
+``--settings`` file (``tinytitan-launch-PORT.json``: the user's settings.json ``env`` would override
+the process environment), Codex's model catalog (``tinytitan-models.json``), pi's ``models.json``.
 
 The context facts each agent needs so it compacts before the server refuses a prompt:
 - Claude Code: ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` (the window of a model id it does not know),
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinytitan.launch.configs import codex_catalog, merge_json_file
+from tinytitan.launch.configs import codex_catalog, merge_json_file, write_json
 from tinytitan.launch.server import Served
 
 __all__ = ["AGENTS", "KEY_VARIABLE", "PROVIDER", "Agent", "Wiring", "compact_limit"]
@@ -58,11 +59,23 @@ def compact_limit(served: Served) -> int:
     return max(served.context_window - served.output_cap, served.context_window // 2)
 
 
+def _home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
+    """An agent's config directory: ``variable`` when set, else ``default`` under HOME."""
+    return Path(environ.get(variable) or Path(environ.get("HOME") or Path.home()).joinpath(*default))
+
+
 def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
-    env = {key: value for key, value in environ.items() if key != "ANTHROPIC_API_KEY"}  # the token below wins
-    models = ("ANTHROPIC_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL")
-    env.update(dict.fromkeys((*models, "ANTHROPIC_DEFAULT_OPUS_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"), served.model))
-    env.update(
+    variables = dict.fromkeys(
+        (
+            "ANTHROPIC_MODEL",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL",  # its background calls
+            "ANTHROPIC_DEFAULT_SONNET_MODEL",
+            "ANTHROPIC_DEFAULT_OPUS_MODEL",
+            "CLAUDE_CODE_SUBAGENT_MODEL",
+        ),
+        served.model,
+    )
+    variables.update(
         {
             "ANTHROPIC_BASE_URL": served.url,  # no /v1: Claude Code adds /v1/messages
             "ANTHROPIC_AUTH_TOKEN": served.key,  # a Bearer token: no "use this API key?" question
@@ -71,19 +84,18 @@ def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Seque
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no calls to outside hosts
         }
     )
-    if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:
-        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
-    else:
-        env.pop("CLAUDE_CODE_AUTO_COMPACT_WINDOW", None)  # a user's larger one would outlive the window
-    return Wiring(list(args), env)
+    if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:  # below, the window above bounds it anyway
+        variables["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
+    # The `env` of the user's settings.json overrides the process environment; settings given with
+    # --settings override the user's: the same variables go both ways (a file: the key stays off argv).
+    settings = _home(environ, "CLAUDE_CONFIG_DIR", ".claude") / f"tinytitan-launch-{served.port}.json"
+    write_json(settings, {"model": served.model, "env": variables})
+    env = {key: value for key, value in environ.items() if key != "ANTHROPIC_API_KEY"}  # the token wins
+    return Wiring(["--settings", str(settings), *args], {**env, **variables})
 
 
 def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a TOML basic string
-
-
-def codex_home(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("CODEX_HOME") or Path(environ.get("HOME") or Path.home()) / ".codex")
 
 
 def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
@@ -98,7 +110,7 @@ def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequen
         f"model_context_window={served.context_window}",
         f"model_auto_compact_token_limit={compact_limit(served)}",
     ]
-    catalog = codex_catalog(codex_home(environ), served, compact_limit(served), binary, environ)
+    catalog = codex_catalog(_home(environ, "CODEX_HOME", ".codex"), served, compact_limit(served), binary, environ)
     if catalog is not None:
         overrides.append(f"model_catalog_json={_toml(str(catalog))}")
     argv = [word for override in overrides for word in ("-c", override)]
@@ -110,7 +122,7 @@ def _reasoning(served: Served) -> bool:
 
 
 def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
-    directory = Path(environ.get("PI_CODING_AGENT_DIR") or Path(environ.get("HOME") or Path.home()) / ".pi" / "agent")
+    directory = _home(environ, "PI_CODING_AGENT_DIR", ".pi", "agent")
     model = {
         "id": served.model,
         "name": f"{served.model} (TinyTitan)",
