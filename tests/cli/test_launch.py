@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,9 @@ def _agent(directory: Path, name: str, code: int = 0) -> None:
 
 
 def _launch(*args: str, path: Path | None = None, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``tinytitan launch ARGS`` with ``path`` first on PATH; a started server logs under ``home``."""
     env = {
+        "TMPDIR": str(home or path or tempfile.gettempdir()),
         "PATH": f"{path}{os.pathsep}/usr/bin:/bin" if path else "/usr/bin:/bin",
         "HOME": str(home or REPO_ROOT / "nonexistent-home"),
         "PYTHONPATH": str(REPO_ROOT),

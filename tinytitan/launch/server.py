@@ -90,11 +90,6 @@ def alive(url: str) -> bool:
     return _health(url) is not None
 
 
-def _ready(url: str) -> bool:
-    body = _health(url)
-    return body is not None and body.get("status") != "loading"
-
-
 def _facts(entry: dict[str, Any]) -> dict[str, Any]:
     """A model entry's facts: its own fields over those of its ``tinytitan`` details (``?details=true``)."""
     details = entry.get("tinytitan")
@@ -174,11 +169,14 @@ class ChildServer:
             )
         progress(f"starting a server at {self.url} (its log: {self.log})")
         said_loading = False
-        while not _ready(self.url):
+        while True:
+            body = _health(self.url)
+            if body is not None and body.get("status") != "loading":
+                break
             code = self._proc.poll()
             if code is not None:
                 raise LaunchError(f"the server exited with status {code} before it was ready: {self._last_line()}")
-            if not said_loading and alive(self.url):
+            if body is not None and not said_loading:
                 progress("the server is loading the model")
                 said_loading = True
             time.sleep(0.2)
