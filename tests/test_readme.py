@@ -19,8 +19,8 @@ writes its arguments down, and the section's check looks at them — each for a 
 
 Claude Code, Codex, pi and OpenCode are the pinned CLIs from ``tests/clients/node_modules/.bin`` and
 really run (through ``tinytitan launch``) against a ``--stub`` server that answers as the default
-model's id; a missing CLI skips (fails under ``CI=true``). Model sections serve the real tiny model, placed where the README's commands
-look for it (the Hugging Face cache, offline; ``~/models``).
+model's id; a missing CLI skips (fails under ``CI=true``). Model sections serve the real tiny model,
+placed where the README's commands look for it (the Hugging Face cache, offline; ``~/models``).
 """
 
 from __future__ import annotations
