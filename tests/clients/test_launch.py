@@ -67,6 +67,7 @@ def test_claude(stub: StartStub, workspace: Workspace) -> None:
     # its answers are capped at the output cap it was given (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
     assert {r["max_new"] for r in _answered(server) if r["tools"]} == {CAP}
     assert (workspace.home / ".claude" / "settings.json").read_text(encoding="utf-8") == settings
+    assert not list((workspace.home / ".claude").glob("tinytitan-launch-*"))  # the session's own, removed
 
 
 def test_codex(stub: StartStub, workspace: Workspace) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -16,8 +17,8 @@ LARGE = Served("http://127.0.0.1:9", "m", 131072, 32000, None, ())
 def test_claude_gets_model_url_key_window_and_cap_by_environment_and_settings(tmp_path: Path) -> None:
     user = {"ANTHROPIC_API_KEY": "sk-ant-real", "CLAUDE_CONFIG_DIR": str(tmp_path), "KEEP": "1"}
     wiring = AGENTS["claude"].wire("claude", SMALL, user, ["-p", "hi"])
-    settings = tmp_path / "tinytitan-launch-9.json"
-    assert wiring.argv == ["--settings", str(settings), "-p", "hi"]
+    settings = tmp_path / f"tinytitan-launch-{os.getpid()}.json"
+    assert wiring.argv == ["--settings", str(settings), "-p", "hi"] and wiring.session_files == (settings,)
     env = wiring.env
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9" and env["ANTHROPIC_AUTH_TOKEN"] == "secret"
     assert "ANTHROPIC_API_KEY" not in env  # a real Anthropic key never reaches the local server
@@ -32,7 +33,7 @@ def test_claude_gets_model_url_key_window_and_cap_by_environment_and_settings(tm
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600  # it holds the key
     large = AGENTS["claude"].wire("claude", LARGE, {"HOME": str(tmp_path)}, []).env
     assert large["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == "131072" and large["ANTHROPIC_AUTH_TOKEN"] == "unused"
-    assert (tmp_path / ".claude" / "tinytitan-launch-9.json").exists()
+    assert (tmp_path / ".claude" / settings.name).exists()
 
 
 def test_codex_gets_provider_window_and_compaction_limit_by_flags(tmp_path: Path) -> None:

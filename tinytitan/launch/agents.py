@@ -4,8 +4,9 @@
 environment to run it in. Everything goes by flags and environment where the agent takes it that
 way; what only a file can say is written into the agent's own config directory, beside or merged
 into what the user has there, never replacing it (see ``tinytitan.launch.configs``): Claude Code's
-``--settings`` file (``tinytitan-launch-PORT.json``: the user's settings.json ``env`` would override
-the process environment), Codex's model catalog (``tinytitan-models.json``), pi's ``models.json``.
+``--settings`` file (``tinytitan-launch-PID.json``, for the session only: the user's settings.json
+``env`` would override the process environment), Codex's model catalog (``tinytitan-models.json``),
+pi's ``models.json``.
 
 The context facts each agent needs so it compacts before the server refuses a prompt:
 - Claude Code: ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` (the window of a model id it does not know),
@@ -20,6 +21,7 @@ The context facts each agent needs so it compacts before the server refuses a pr
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ _CLAUDE_MIN_COMPACT_WINDOW = 100_000
 class Wiring:
     argv: list[str]  # the agent's arguments after its binary
     env: dict[str, str]  # the whole environment to run it in
+    session_files: tuple[Path, ...] = ()  # written for this run only: removed once the agent exits
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +91,10 @@ def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Seque
         variables["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
     # The `env` of the user's settings.json overrides the process environment; settings given with
     # --settings override the user's: the same variables go both ways (a file: the key stays off argv).
-    settings = _home(environ, "CLAUDE_CONFIG_DIR", ".claude") / f"tinytitan-launch-{served.port}.json"
+    settings = _home(environ, "CLAUDE_CONFIG_DIR", ".claude") / f"tinytitan-launch-{os.getpid()}.json"
     write_json(settings, {"model": served.model, "env": variables})
     env = {key: value for key, value in environ.items() if key != "ANTHROPIC_API_KEY"}  # the token wins
-    return Wiring(["--settings", str(settings), *args], {**env, **variables})
+    return Wiring(["--settings", str(settings), *args], {**env, **variables}, (settings,))
 
 
 def _toml(value: str) -> str:

@@ -81,7 +81,11 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
             f"{agent.name} on {facts.model} at {facts.url} "
             f"(context {facts.context_window:,} tokens, answers up to {facts.output_cap:,})"
         )
-        return run_agent([binary, *wiring.argv], wiring.env)
+        try:
+            return run_agent([binary, *wiring.argv], wiring.env)
+        finally:
+            for path in wiring.session_files:
+                path.unlink(missing_ok=True)
     finally:
         if child is not None:
             child.stop()

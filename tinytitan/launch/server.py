@@ -51,10 +51,6 @@ class Served:
         return self.url + "/v1"
 
     @property
-    def port(self) -> int:
-        return httpx.URL(self.url).port or (443 if self.url.startswith("https:") else 80)
-
-    @property
     def key(self) -> str:
         """The key to hand the agent: the server's own, or any non-empty word when it has none."""
         return self.api_key or "unused"
