@@ -91,6 +91,7 @@ def test_a_server_that_does_not_answer(tmp_path: Path) -> None:
 def test_a_server_that_wants_a_key(tmp_path: Path, server: ServerProcess) -> None:
     _agent(tmp_path, "claude")
     _refused(_launch("claude", "--url", server.url, path=tmp_path), "wants an API key: pass --api-key")
+    _refused(_launch("claude", "--url", server.url, "--api-key", "no", path=tmp_path), "refused the API key given")
     _refused(
         _launch("claude", "--url", server.url, "--model", "nope", "--api-key", "k", path=tmp_path),
         "does not serve 'nope' (it serves: stub-model)",
@@ -115,8 +116,22 @@ def test_the_agent_runs_with_its_arguments_and_its_exit_status_is_the_launchs(
     tmp_path: Path, server: ServerProcess
 ) -> None:
     _agent(tmp_path, "codex", code=7)
-    done = _launch("codex", "--url", server.url, "--api-key", "k", "--", "exec", "--json", "do it", path=tmp_path)
+    done = _launch(
+        "codex",
+        "--url",
+        server.url,
+        "--api-key",
+        "k",
+        "--reasoning",
+        "low",
+        "--",
+        "exec",
+        "--json",
+        "do it",
+        path=tmp_path,
+    )
     assert done.returncode == 7, done
+    assert f"--reasoning: only for a server started here (with --model or --stub); {server.url}" in done.stderr
     seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
     assert seen["argv"][-3:] == ["exec", "--json", "do it"]
     assert "model_context_window=4096" in seen["argv"]

@@ -66,6 +66,16 @@ def launch(
         model=model if url else None,
         api_key=api_key,
         start=bool(model or stub),
+        serve_only=[
+            flag
+            for flag, value in (
+                ("--model-id", model_id),
+                ("--max-context", max_context),
+                ("--reasoning", reasoning),
+                ("--thinking", thinking),
+            )
+            if value is not None
+        ],
         serve_args=_serve_args(
             model=None if url else model,
             model_id=model_id,

@@ -30,6 +30,7 @@ class LaunchOptions:
     api_key: str | None = None
     start: bool = False  # start a server even when the local one answers (a model or stub was named)
     serve_args: Sequence[str] = field(default_factory=list)  # `tinytitan serve` flags for a started server
+    serve_only: Sequence[str] = ()  # the flags given that only a started server takes (said when unused)
 
 
 def find_agent(name: str) -> tuple[Agent, str]:
@@ -66,15 +67,19 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
     agent, binary = find_agent(options.agent)
     child: ChildServer | None = None
     try:
+        url: str | None = None
         if options.url:
             url = options.url if "://" in options.url else "http://" + options.url
             if not alive(url.rstrip("/").removesuffix("/v1")):
                 raise LaunchError(f"no server answers at {options.url} (start one with: tinytitan serve)")
         elif not options.start and alive(local_url()):
             url = local_url()
-        else:
+        if url is None:
             child = ChildServer(list(options.serve_args)).start(progress)
             url = child.url
+        elif options.serve_only:
+            flags = ", ".join(options.serve_only)
+            progress(f"{flags}: only for a server started here (with --model or --stub); {url} serves as it is")
         facts = served(url, model=None if child else options.model, api_key=options.api_key)
         wiring = agent.wire(binary, facts, dict(os.environ), options.args)
         progress(

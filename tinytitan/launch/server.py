@@ -105,7 +105,8 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
         try:
             listing = http.get("/v1/models", params={"details": "true"})
             if listing.status_code == 401:
-                raise LaunchError(f"the server at {url} wants an API key: pass --api-key (or set TINYTITAN_API_KEY)")
+                ask = "refused the API key given" if api_key else "wants an API key"
+                raise LaunchError(f"the server at {url} {ask}: pass --api-key (or set TINYTITAN_API_KEY)")
             listing.raise_for_status()
             entries = [_facts(m) for m in listing.json().get("data") or [] if isinstance(m, dict) and "id" in m]
             ids = [str(m["id"]) for m in entries]
