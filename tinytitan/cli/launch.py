@@ -24,7 +24,10 @@ def _serve_args(**flags: object) -> list[str]:
 def launch(
     agent: Annotated[str, typer.Argument(metavar="AGENT", help="claude, codex, pi or opencode.")],
     args: Annotated[
-        list[str] | None, typer.Argument(metavar="-- ARGS", help="Passed to the agent as they are.")
+        list[str] | None,
+        typer.Argument(
+            metavar="ARGS", help="Passed to the agent as they are (after --, so that its options are its own)."
+        ),
     ] = None,
     url: str = typer.Option(
         None,
