@@ -92,6 +92,14 @@ def _facts(entry: dict[str, Any]) -> dict[str, Any]:
     return {**(details if isinstance(details, dict) else {}), **entry}
 
 
+def _object(response: httpx.Response) -> dict[str, Any]:
+    """The response's JSON object; ``ValueError`` for anything else."""
+    body = response.json()
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    return body
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -108,7 +116,8 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
                 ask = "refused the API key given" if api_key else "wants an API key"
                 raise LaunchError(f"the server at {url} {ask}: pass --api-key (or set TINYTITAN_API_KEY)")
             listing.raise_for_status()
-            entries = [_facts(m) for m in listing.json().get("data") or [] if isinstance(m, dict) and "id" in m]
+            data = _object(listing).get("data")
+            entries = [_facts(m) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else []
             ids = [str(m["id"]) for m in entries]
             if model is None:
                 if not ids:
@@ -118,7 +127,7 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
             if one.status_code == 404:
                 raise LaunchError(f"the server at {url} does not serve '{model}' (it serves: {', '.join(ids)})")
             one.raise_for_status()
-            facts = {**next((m for m in entries if m["id"] == model), {}), **_facts(one.json())}
+            facts = {**next((m for m in entries if m["id"] == model), {}), **_facts(_object(one))}
         except httpx.HTTPError as exc:
             raise LaunchError(f"cannot read the models of the server at {url}: {exc}") from None
         except ValueError:
