@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, free_port, serve_stub_process
+from tinytitan.testing.waiting import wait_until
 
 SCRIPT = {"model": "stub-model", "context_window": 4096, "rules": [{"reply": {"text": "hi"}}]}
 
@@ -150,3 +152,47 @@ def test_a_started_server_is_stopped_after_the_agent(tmp_path: Path) -> None:
     url = models["providers"]["tinytitan"]["baseUrl"]
     with pytest.raises(httpx.TransportError):
         httpx.get(url.removesuffix("/v1") + "/health", timeout=2)
+
+
+def test_sigterm_reaches_the_agent_and_the_started_server_is_stopped(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent = bin_dir / "pi"
+    agent.write_text(
+        f"#!{sys.executable}\nimport json, os, signal, sys, time\n"
+        "def done(signum, frame):\n"
+        f"    open({str(tmp_path / 'terminated')!r}, 'w').close()\n"
+        "    sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, done)\n"
+        f"json.dump(sys.argv, open({str(tmp_path / 'started')!r}, 'w'))\n"
+        "time.sleep(120)\n",
+        encoding="utf-8",
+    )
+    agent.chmod(0o755)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT), encoding="utf-8")
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinytitan", "launch", "pi", "--stub", str(script)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: (tmp_path / "started").exists(), limit=60, what="for the agent to start")
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr  # the agent's own status
+    assert (tmp_path / "terminated").exists()
+    (url,) = re.findall(r"starting a server at (http://127\.0\.0\.1:\d+)", stderr)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(url + "/health", timeout=2)

@@ -2,7 +2,8 @@
 
 The agent runs in the foreground with the terminal; its exit status is the launch's. A Ctrl-C is the
 agent's to handle (it reaches the agent's process group; the launch only waits), SIGTERM and SIGHUP
-are passed on to it, and a server started here is stopped once the agent has exited.
+are passed on to it (before it runs they end the launch), and a server started here is stopped once
+the agent has exited.
 """
 
 from __future__ import annotations
@@ -62,10 +63,15 @@ def run_agent(argv: Sequence[str], env: dict[str, str]) -> int:
     return code if code >= 0 else 128 - code
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the `finally` that stops a started server
+
+
 def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
     """Run ``options.agent`` against the server the options name; the agent's exit status."""
     agent, binary = find_agent(options.agent)
     child: ChildServer | None = None
+    previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         url: str | None = None
         if options.url:
@@ -94,3 +100,5 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
     finally:
         if child is not None:
             child.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
