@@ -85,7 +85,8 @@ def test_codex(stub: StartStub, workspace: Workspace) -> None:
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
     assert "Model metadata" not in run.stderr, run.describe()  # it knows the model from the catalog
-    _answered(server)
+    (first, *_) = _answered(server)
+    assert "You are Codex" in first["system"]  # the catalog entry's instructions: Codex's own
     (entry, *_) = json.loads((codex_home / "tinytitan-models.json").read_text(encoding="utf-8"))["models"]
     assert (entry["slug"], entry["context_window"], entry["auto_compact_token_limit"]) == (
         server.model,

@@ -66,6 +66,7 @@ def test_codex_catalog_has_the_window_and_codex_own_instructions(tmp_path: Path)
         {
             "models": [
                 {"slug": "hidden", "visibility": "hide", "base_instructions": "no"},
+                {"slug": "gpt-y", "visibility": "list", "base_instructions": "You are Codex, at length."},
                 {"slug": "gpt-x", "visibility": "list", "base_instructions": "You are Codex."},
             ]
         },

@@ -4,8 +4,8 @@
   other key the user has there; a file that is not JSON is refused, never overwritten.
 - ``codex_catalog``: Codex's model catalog for the served model (``tinytitan-models.json`` beside its
   ``config.toml``, passed with ``-c model_catalog_json=…``), holding the entries of a catalog the user
-  already configured too. Its instructions are the installed Codex's own (``codex debug models``),
-  so Codex prompts the model as it prompts its own models.
+  already configured too. Its instructions are the installed Codex's own (``codex debug models``,
+  the shortest of its listed models'), so Codex prompts the model as it prompts its own.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def merge_json_file(path: Path, keys: Sequence[str], value: Any) -> None:
 
 
 def _instructions(binary: str, environ: Mapping[str, str]) -> str | None:
-    """The base instructions of the installed Codex's first listed model, or None when it says none."""
+    """The shortest base instructions among the installed Codex's listed models (the least prompt to
+    read on every turn), or None when it gives none."""
     try:
         done = subprocess.run(
             [binary, "debug", "models"],
@@ -82,11 +83,15 @@ def _instructions(binary: str, environ: Mapping[str, str]) -> str | None:
         models = json.loads(done.stdout).get("models") or []
     except (OSError, subprocess.SubprocessError, ValueError, AttributeError):
         return None
-    for model in models:
-        text = model.get("base_instructions") if isinstance(model, dict) else None
-        if isinstance(text, str) and text and model.get("visibility", "list") == "list":
-            return text
-    return None
+    texts = [
+        text
+        for model in models
+        if isinstance(model, dict)
+        and model.get("visibility", "list") == "list"
+        and isinstance(text := model.get("base_instructions"), str)
+        and text
+    ]
+    return min(texts, key=len, default=None)
 
 
 def codex_entry(served: Served, compact_limit: int, instructions: str) -> dict[str, Any]:
