@@ -72,6 +72,7 @@ def launch(
         serve_only=[
             flag
             for flag, value in (
+                ("--stub", stub if url else None),  # without --url, --stub starts a server
                 ("--model-id", model_id),
                 ("--max-context", max_context),
                 ("--reasoning", reasoning),
