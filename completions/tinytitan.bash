@@ -5,7 +5,7 @@
 # the subcommands of a command
 _tinytitan_commands() {
     case "$1" in
-        "") echo "serve count-tokens compact chat completion models" ;;
+        "") echo "serve count-tokens compact chat launch completion models" ;;
         "models") echo "pull rm" ;;
     esac
 }
@@ -18,6 +18,7 @@ _tinytitan_options() {
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
+        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --help" ;;
         "completion") echo "--help" ;;
         "models") echo "--models-dir --url --cache-dir --json --help" ;;
         "models pull") echo "--cache-dir --help" ;;
@@ -32,6 +33,7 @@ _tinytitan_valued() {
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
+        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key" ;;
         "models") echo "--models-dir --url --cache-dir" ;;
         "models pull") echo "--cache-dir" ;;
         "models rm") echo "--cache-dir" ;;
@@ -64,6 +66,10 @@ _tinytitan_values() {
         "chat --reasoning") echo "off on minimal low medium high xhigh max" ;;
         "chat --thinking") echo "on off" ;;
         "chat --memory-dir") echo "@dir" ;;
+        "launch --model") echo "@file" ;;
+        "launch --stub") echo "@file" ;;
+        "launch --reasoning") echo "off on minimal low medium high xhigh max" ;;
+        "launch --thinking") echo "on off" ;;
         "completion ARG") echo "bash zsh fish" ;;
         "models --models-dir") echo "@dir" ;;
         "models --cache-dir") echo "@dir" ;;

@@ -14,13 +14,13 @@ writes its arguments down, and the section's check looks at them — each for a 
 - ``mlx.launch``: it starts one server per machine of a hostfile (several machines, ssh); the
   check parses the ``tinytitan serve`` command each line launches with the real app, and
   tests/engine/distributed runs a launched group for real.
-- ``opencode`` and ``aider``: not among the pinned client CLIs (tests/clients pins Claude Code,
-  Codex and pi), so their command lines are recorded and checked against the config the block wrote.
+- ``aider``: not among the pinned client CLIs (tests/clients pins Claude Code, Codex, pi and
+  OpenCode), so its command line is recorded and checked.
 
-Claude Code, Codex and pi are the pinned CLIs from ``tests/clients/node_modules/.bin`` and really run
-against a ``--stub`` server that answers as the default model's id; a missing CLI skips (fails
-under ``CI=true``). Model sections serve the real tiny model, placed where the README's commands
-look for it (the Hugging Face cache, offline; ``~/models``).
+Claude Code, Codex, pi and OpenCode are the pinned CLIs from ``tests/clients/node_modules/.bin`` and
+really run (through ``tinytitan launch``) against a ``--stub`` server that answers as the default
+model's id; a missing CLI skips (fails under ``CI=true``). Model sections serve the real tiny model,
+placed where the README's commands look for it (the Hugging Face cache, offline; ``~/models``).
 """
 
 from __future__ import annotations
@@ -99,7 +99,6 @@ python3() {
 sudo() { record "sudo $*"; }
 npm() { record "npm $*"; }
 aider-install() { record "aider-install $*"; }
-opencode() { record "opencode $*"; }
 mlx.launch() { record "mlx.launch $*"; }
 aider() { record "aider $*"; }
 _tt_pid=""
@@ -335,12 +334,10 @@ def check_reply(run: Run) -> None:
     assert REPLY in run.output, run.output
 
 
-def check_opencode(run: Run) -> None:
-    config = json.loads((run.home / ".config" / "opencode" / "opencode.json").read_text())
-    provider = config["provider"]["tinytitan"]
-    assert provider["options"]["baseURL"].endswith("/v1") and SERVED in provider["models"]
-    assert f"opencode run -m tinytitan/{SERVED} Say hi" in run.recorded
-    assert "npm install -g opencode-ai" in run.recorded
+def check_launch(run: Run) -> None:
+    """The agent answered through ``tinytitan launch`` (its install line recorded, not run)."""
+    assert REPLY in run.output, run.output
+    assert any(line.startswith("npm install -g ") for line in run.recorded), run.recorded
 
 
 def check_aider(run: Run) -> None:
@@ -383,10 +380,10 @@ HOW: dict[str, How] = {
     "Several models: a catalog": How(check_catalog, model=True, stdin="y\n"),
     "Across several machines (`mlx.launch`)": How(check_distributed),
     "Ten minutes to your agent on a local model": How(check_first_steps),
-    "Claude Code (Anthropic Messages)": How(check_reply, stub_server=True, client="claude"),
-    "Codex (OpenAI Responses)": How(check_reply, stub_server=True, client="codex"),
-    "pi (OpenAI Chat Completions)": How(check_reply, stub_server=True, client="pi"),
-    "OpenCode (OpenAI Chat Completions)": How(check_opencode, stub_server=True),
+    "Claude Code (Anthropic Messages)": How(check_launch, stub_server=True, client="claude"),
+    "Codex (OpenAI Responses)": How(check_launch, stub_server=True, client="codex"),
+    "pi (OpenAI Chat Completions)": How(check_launch, stub_server=True, client="pi"),
+    "OpenCode (OpenAI Chat Completions)": How(check_launch, stub_server=True, client="opencode"),
     "Aider (OpenAI Chat Completions)": How(check_aider, stub_server=True),
     "The OpenAI SDK (Chat Completions and Responses)": How(check_reply, stub_server=True),
     "The Anthropic SDK (Messages)": How(check_reply, stub_server=True),

@@ -33,13 +33,16 @@ EXTRA_ENVIRONMENT: dict[str, str] = {
     "a RuntimeError naming the function and the thread.",
     "TINYTITAN_CACHE_DIR": "Where TinyTitan caches what it builds (converted GGUF models, the test model); "
     "default $XDG_CACHE_HOME/tinytitan or ~/.cache/tinytitan.",
+    "TINYTITAN_LAUNCH_KEY": "Set by tinytitan launch for the agent it runs: the server's API key "
+    "(Codex, pi and OpenCode read it from there).",
     "TINYTITAN_JS_TIKTOKEN": "Tests only: where js-tiktoken's o200k_base ranks are "
     "(default tests/data/node_modules/js-tiktoken), for the tiny gpt-oss test model.",
 }
 # Option variables some command also reads without having the option (see chat/connect.py).
 ALSO_READ: dict[str, str] = {
-    "TINYTITAN_MODEL": "tinytitan chat loads this model in-process when no local server answers.",
-    "TINYTITAN_PORT": "tinytitan chat looks for the local server on this port.",
+    "TINYTITAN_MODEL": "tinytitan chat loads this model in-process when no local server answers "
+    "(tinytitan launch: the server it starts serves it).",
+    "TINYTITAN_PORT": "tinytitan chat and tinytitan launch look for the local server on this port.",
 }
 OTHER_ENVIRONMENT: dict[str, str] = {
     "HF_HUB_OFFLINE": "1: use only the Hugging Face cache (a model that is not cached is a clear error).",
@@ -61,10 +64,16 @@ FILES: list[tuple[str, str]] = [
         "Agent memory journals, one per workspace (serve --memory; --memory-dir changes it; "
         "~/Library/Application Support/tinytitan/memory on macOS).",
     ),
+    (
+        "~/.codex/tinytitan-models.json, ~/.pi/agent/models.json",
+        "What tinytitan launch writes for Codex (its model catalog entry, beside config.toml, which is never "
+        "edited) and pi (the tinytitan provider; the file's other entries are kept). $CODEX_HOME and "
+        "$PI_CODING_AGENT_DIR move them.",
+    ),
     ("--prompt-cache-dir DIR", "The prompt cache's disk tier: KV snapshots kept across restarts."),
 ]
 EXIT_STATUS: list[tuple[str, str]] = [
-    ("0", "Success (serve: stopped cleanly)."),
+    ("0", "Success (serve: stopped cleanly). tinytitan launch exits with the agent's own status."),
     ("1", "A chat in pipe mode had a failed message; an unexpected error."),
     ("2", "A usage or setup error: a bad flag, a model that cannot be loaded, a server that is down."),
     ("130", "Interrupted (Ctrl-C)."),

@@ -12,6 +12,7 @@ from tinytitan.cli.common import allow_reexec
 from tinytitan.cli.compact import compact
 from tinytitan.cli.completion import completion
 from tinytitan.cli.count_tokens import count_tokens
+from tinytitan.cli.launch import launch
 from tinytitan.cli.models import models_app
 from tinytitan.cli.polish import TitanGroup
 from tinytitan.cli.serve import serve
@@ -55,6 +56,7 @@ app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
 app.command("chat")(chat)
+app.command("launch")(launch)
 app.command("completion")(completion)
 
 

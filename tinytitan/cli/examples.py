@@ -57,6 +57,12 @@ EXAMPLES: dict[tuple[str, ...], str] = {
         "tinytitan chat --url http://127.0.0.1:8096 --reasoning low",
         'echo "hi" | tinytitan chat --stub script.json  # pipe mode: answers only',
     ),
+    ("launch",): _block(
+        "tinytitan launch claude  # Claude Code on the local server (started here if none answers)",
+        "tinytitan launch codex -- exec 'fix the failing test'  # arguments after -- go to the agent",
+        "tinytitan launch pi --model ~/models/Qwen3-0.6B-Q8_0.gguf  # a server for this model, stopped after",
+        "tinytitan launch opencode --url http://127.0.0.1:8097  # a server elsewhere",
+    ),
     ("completion",): _block(
         "tinytitan completion bash > ~/.local/share/bash-completion/completions/tinytitan",
         "tinytitan completion zsh > ~/.zfunc/_tinytitan  # with fpath+=~/.zfunc before compinit",

@@ -1,0 +1,184 @@
+"""How each coding agent is wired to a served model: its command line, its environment, its config files.
+
+``AGENTS[name].wire(binary, served, environ, args)`` returns the agent's ``Wiring``: the argv to run and the
+environment to run it in. Everything goes by flags and environment where the agent takes it that
+way; what only a file can say is written into the agent's own config directory, beside or merged
+into what the user has there, never replacing it (see ``tinytitan.launch.configs``): Claude Code's
+``--settings`` file (``tinytitan-launch-PID.json``, for the session only: the user's settings.json
+``env`` would override the process environment), Codex's model catalog (``tinytitan-models.json``),
+pi's ``models.json``.
+
+The context facts each agent needs so it compacts before the server refuses a prompt:
+- Claude Code: ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` (the window of a model id it does not know),
+  ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` (only from 100,000 tokens: it raises anything below to that)
+  and ``CLAUDE_CODE_MAX_OUTPUT_TOKENS``.
+- Codex: ``model_context_window``, ``model_auto_compact_token_limit`` and a model-catalog entry, so it
+  knows the model instead of warning "Model metadata for … not found".
+- pi and OpenCode: their model entry's ``contextWindow`` / ``maxTokens`` and ``limit.context`` /
+  ``limit.output``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinytitan.launch.configs import codex_catalog, merge_json_file, write_json
+from tinytitan.launch.server import Served
+
+__all__ = ["AGENTS", "KEY_VARIABLE", "PROVIDER", "Agent", "Wiring", "compact_limit"]
+
+PROVIDER = "tinytitan"  # the provider / profile name every agent's config gets
+KEY_VARIABLE = "TINYTITAN_LAUNCH_KEY"  # the variable agents read the key from (not TINYTITAN_API_KEY:
+# the agent's own shell commands inherit it, and a `tinytitan serve` among them would then want a key)
+_CLAUDE_MIN_COMPACT_WINDOW = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    argv: list[str]  # the agent's arguments after its binary
+    env: dict[str, str]  # the whole environment to run it in
+    session_files: tuple[Path, ...] = ()  # written for this run only: removed once the agent exits
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    name: str
+    binary: str
+    package: str  # the npm package that installs it
+    wire: Callable[[str, Served, Mapping[str, str], Sequence[str]], Wiring]  # (binary, served, environ, args)
+
+    @property
+    def install_hint(self) -> str:
+        return f"npm install -g {self.package}"
+
+
+def compact_limit(served: Served) -> int:
+    """Where an agent that takes a compaction threshold should compact: one answer below the window."""
+    return max(served.context_window - served.output_cap, served.context_window // 2)
+
+
+def _home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
+    """An agent's config directory: ``variable`` when set, else ``default`` under HOME."""
+    return Path(environ.get(variable) or Path(environ.get("HOME") or Path.home()).joinpath(*default))
+
+
+def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+    variables = dict.fromkeys(
+        (
+            "ANTHROPIC_MODEL",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL",  # its background calls
+            "ANTHROPIC_DEFAULT_SONNET_MODEL",
+            "ANTHROPIC_DEFAULT_OPUS_MODEL",
+            "CLAUDE_CODE_SUBAGENT_MODEL",
+        ),
+        served.model,
+    )
+    variables.update(
+        {
+            "ANTHROPIC_BASE_URL": served.url,  # no /v1: Claude Code adds /v1/messages
+            "ANTHROPIC_AUTH_TOKEN": served.key,  # a Bearer token: no "use this API key?" question
+            "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(served.context_window),
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(served.output_cap),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no calls to outside hosts
+        }
+    )
+    if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:  # below, the window above bounds it anyway
+        variables["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
+    # The `env` of the user's settings.json overrides the process environment; settings given with
+    # --settings override the user's: the same variables go both ways (a file: the key stays off argv).
+    settings = _home(environ, "CLAUDE_CONFIG_DIR", ".claude") / f"tinytitan-launch-{os.getpid()}.json"
+    write_json(settings, {"model": served.model, "env": variables})
+    env = {key: value for key, value in environ.items() if key != "ANTHROPIC_API_KEY"}  # the token wins
+    return Wiring(["--settings", str(settings), *args], {**env, **variables}, (settings,))
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a TOML basic string
+
+
+def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+    provider = (
+        f"{{name={_toml('TinyTitan')}, base_url={_toml(served.v1)}, "
+        f'env_key={_toml(KEY_VARIABLE)}, wire_api="responses"}}'
+    )
+    overrides = [
+        f"model={_toml(served.model)}",
+        f"model_provider={_toml(PROVIDER)}",
+        f"model_providers.{PROVIDER}={provider}",
+        f"model_context_window={served.context_window}",
+        f"model_auto_compact_token_limit={compact_limit(served)}",
+    ]
+    catalog = codex_catalog(_home(environ, "CODEX_HOME", ".codex"), served, compact_limit(served), binary, environ)
+    if catalog is not None:
+        overrides.append(f"model_catalog_json={_toml(str(catalog))}")
+    argv = [word for override in overrides for word in ("-c", override)]
+    return Wiring([*argv, *args], {**environ, KEY_VARIABLE: served.key})
+
+
+def _reasoning(served: Served) -> bool:
+    return any(level != "off" for level in served.reasoning_levels)
+
+
+def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+    directory = _home(environ, "PI_CODING_AGENT_DIR", ".pi", "agent")
+    model = {
+        "id": served.model,
+        "name": f"{served.model} (TinyTitan)",
+        "reasoning": _reasoning(served),
+        "contextWindow": served.context_window,
+        "maxTokens": served.output_cap,
+    }
+    provider = {
+        "baseUrl": served.v1,
+        "api": "openai-completions",
+        "apiKey": KEY_VARIABLE,  # pi reads a variable by that name: no key in the file
+        "models": [model],
+    }
+    merge_json_file(directory / "models.json", ("providers", PROVIDER), provider)
+    argv = ["--provider", PROVIDER, "--model", served.model, *args]
+    return Wiring(argv, {**environ, KEY_VARIABLE: served.key})
+
+
+def _opencode(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+    model = {
+        "name": f"{served.model} (TinyTitan)",
+        "reasoning": _reasoning(served),
+        "tool_call": True,
+        "limit": {"context": served.context_window, "output": served.output_cap},
+    }
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "TinyTitan",
+        "options": {"baseURL": served.v1, "apiKey": f"{{env:{KEY_VARIABLE}}}"},
+        "models": {served.model: model},
+    }
+    # OPENCODE_CONFIG_CONTENT is merged over the user's config files; a value of their own is kept
+    config: dict[str, Any] = {}
+    if environ.get("OPENCODE_CONFIG_CONTENT"):
+        try:
+            loaded = json.loads(environ["OPENCODE_CONFIG_CONTENT"])
+        except ValueError:
+            loaded = None
+        if isinstance(loaded, dict):
+            config = loaded
+    providers = config.get("provider")
+    providers = providers if isinstance(providers, dict) else {}
+    config = {**config, "model": f"{PROVIDER}/{served.model}", "provider": {**providers, PROVIDER: provider}}
+    env = {**environ, KEY_VARIABLE: served.key, "OPENCODE_CONFIG_CONTENT": json.dumps(config)}
+    return Wiring(list(args), env)
+
+
+AGENTS: dict[str, Agent] = {
+    agent.name: agent
+    for agent in (
+        Agent("claude", "claude", "@anthropic-ai/claude-code", _claude),
+        Agent("codex", "codex", "@openai/codex", _codex),
+        Agent("pi", "pi", "@mariozechner/pi-coding-agent", _pi),
+        Agent("opencode", "opencode", "opencode-ai", _opencode),
+    )
+}

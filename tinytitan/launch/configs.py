@@ -1,0 +1,148 @@
+"""The files ``tinytitan launch`` writes, always inside an agent's own config directory.
+
+- ``merge_json_file``: set one entry of a JSON config (pi's ``models.json`` provider) and keep every
+  other key the user has there; a file that is not JSON is refused, never overwritten.
+- ``codex_catalog``: Codex's model catalog for the served model (``tinytitan-models.json`` beside its
+  ``config.toml``, passed with ``-c model_catalog_json=…``), holding the entries of a catalog the user
+  already configured too. Its instructions are the installed Codex's own (``codex debug models``,
+  the shortest of its listed models'), so Codex prompts the model as it prompts its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tinytitan.launch.server import LaunchError, Served
+
+__all__ = ["CODEX_CATALOG", "codex_catalog", "codex_entry", "merge_json_file", "write_json"]
+
+CODEX_CATALOG = "tinytitan-models.json"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise LaunchError(f"cannot read {path} ({exc}); fix or move it and launch again") from None
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` whole or not at all (a temporary file renamed over it), keeping the file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, name = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        os.chmod(name, mode)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+
+
+def merge_json_file(path: Path, keys: Sequence[str], value: Any) -> None:
+    """Set ``keys`` (a path of object keys) to ``value`` in the JSON file at ``path``, keeping the rest."""
+    data = _read_json(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise LaunchError(f"{path} does not hold a JSON object; fix or move it and launch again")
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+    write_json(path, data)
+
+
+def _instructions(binary: str, environ: Mapping[str, str]) -> str | None:
+    """The shortest base instructions among the installed Codex's listed models (the least prompt to
+    read on every turn), or None when it gives none."""
+    try:
+        done = subprocess.run(
+            [binary, "debug", "models"],
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        models = json.loads(done.stdout).get("models") or []
+    except (OSError, subprocess.SubprocessError, ValueError, AttributeError):
+        return None
+    texts = [
+        text
+        for model in models
+        if isinstance(model, dict)
+        and model.get("visibility", "list") == "list"
+        and isinstance(text := model.get("base_instructions"), str)
+        and text
+    ]
+    return min(texts, key=len, default=None)
+
+
+def codex_entry(served: Served, compact_limit: int, instructions: str) -> dict[str, Any]:
+    """A Codex catalog entry for the served model (the fields Codex requires, and the window)."""
+    return {
+        "slug": served.model,
+        "display_name": served.model,
+        "description": "Served by TinyTitan",
+        "context_window": served.context_window,
+        "auto_compact_token_limit": compact_limit,
+        "base_instructions": instructions,
+        "supported_reasoning_levels": [],
+        "shell_type": "shell_command",
+        "visibility": "list",
+        "supported_in_api": True,
+        "priority": 0,
+        "support_verbosity": False,
+        "supports_parallel_tool_calls": False,
+        "supports_reasoning_summaries": False,
+        "truncation_policy": {"mode": "tokens", "limit": 10000},
+        "input_modalities": ["text"],
+        "experimental_supported_tools": [],
+    }
+
+
+def _user_catalog(home: Path, ours: Path) -> list[dict[str, Any]]:
+    """The entries of the catalog the user's ``config.toml`` names (not ours), if it names one."""
+    try:
+        config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    named = config.get("model_catalog_json")
+    if not isinstance(named, str):
+        return []
+    path = Path(named).expanduser()
+    path = path if path.is_absolute() else home / path
+    if path.resolve() == ours.resolve():
+        return []
+    data = _read_json(path)
+    models = data.get("models") if isinstance(data, dict) else None
+    return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+
+
+def codex_catalog(
+    home: Path, served: Served, compact_limit: int, binary: str, environ: Mapping[str, str]
+) -> Path | None:
+    """Write ``home/tinytitan-models.json`` for the served model; None when Codex gave no instructions."""
+    instructions = _instructions(binary, environ)
+    if instructions is None:
+        return None
+    path = home / CODEX_CATALOG
+    theirs = [m for m in _user_catalog(home, path) if m.get("slug") != served.model]
+    write_json(path, {"models": [codex_entry(served, compact_limit, instructions), *theirs]})
+    return path
