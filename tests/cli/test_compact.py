@@ -112,3 +112,21 @@ def test_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:
     _path, script = _files(tmp_path, RESPONSES)
     result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
     assert result.exit_code == 2 and "cannot read" in result.stderr
+
+
+def test_compact_never_runs_memory(tmp_path: Path) -> None:
+    """Issue 28.1: with memory switched on in the environment, the compaction passes still get no
+    memory — the note is the handover pass's own, and no journal is written anywhere."""
+    path, script = _files(tmp_path, RESPONSES)
+    memory_call = {"name": "memory_set", "arguments": {"key": "project/build", "value": "make -j4"}}
+    rules = [
+        {"when": {"last_tool": "memory_set"}, "reply": {"text": "Saved and read back."}},
+        {"when": {"user_contains": HANDOVER_ASK, "has_tools": True}, "reply": {"tool_calls": [memory_call]}},
+        {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
+    ]
+    script.write_text(json.dumps({"model": "stub-model", "context_window": 8192, "rules": rules}))
+    env = {"TINYTITAN_MEMORY": "1", "TINYTITAN_MEMORY_DIR": str(tmp_path / "memory")}
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE
+    assert not (tmp_path / "memory").exists()

@@ -220,9 +220,12 @@ Progress = Callable[[str], None]
 
 
 class _Compactor:
-    def __init__(self, engine: Engine, model: str, budget: int, progress: Progress | None) -> None:
+    def __init__(
+        self, engine: Engine, model: str, budget: int, progress: Progress | None, workspace: str | None
+    ) -> None:
         self.engine = engine
         self.model = model
+        self.workspace = workspace
         self.budget = budget
         self.progress = progress or (lambda _msg: None)
         self.usage = Usage()
@@ -262,6 +265,8 @@ class _Compactor:
             sampling=Sampling(temperature=0.0),
             max_tokens=self.cap(),
             reasoning=ReasoningControls(level="off"),
+            workspace=self.workspace,
+            internal=True,
         )
         result = await self.engine.complete(request)
         self.usage = self.usage + result.finished.usage
@@ -293,13 +298,17 @@ async def compact(
     notes: Sequence[str] = (),
     max_tokens: int | None = None,
     progress: Progress | None = None,
+    workspace: str | None = None,
 ) -> CompactionResult:
-    """Compact a conversation into a handover note (reference §11)."""
+    """Compact a conversation into a handover note (reference §11).
+
+    Every pass is the server's own request (``internal``): memory never decorates it, whatever
+    workspace it runs for (``workspace``: the caller's ``X-TinyTitan-Workspace``)."""
     if not any(m.role not in ("system", "developer") for m in messages):
         raise InvalidRequest("nothing to compact: input carries no messages", param="input")
     budget = compaction_budget(engine.info_for(model).context_window, max_tokens)
     transcript = render_transcript(messages, notes)
-    worker = _Compactor(engine, model, budget, progress)
+    worker = _Compactor(engine, model, budget, progress, workspace)
 
     note = await worker.usable("handover", HANDOVER_INSTRUCTION, transcript, HANDOVER_ASK)
     if note is None:
