@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from tinytitan.engine.errors import InvalidRequest, Unsupported
 from tinytitan.engine.events import Usage
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Source
 from tinytitan.engine.service import Engine
+from tinytitan.engine.validate import message_text
 
 __all__ = [
     "COMPRESS_ASK",
@@ -140,23 +141,17 @@ def compaction_budget(context_window: int, requested: int | None, param: str = "
     return min(4096, max(256, context_window // 8))
 
 
-def _text(message: Message) -> str:
-    content = message.content
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.text or "" for p in content)
-
-
 def render_transcript(messages: Sequence[Message], notes: Sequence[str] = ()) -> str:
-    """``[role] text`` blocks, tool calls inline; system guidance left out (the client resends it)."""
+    """``[role] text`` blocks, tool calls inline; system guidance left out (the client resends it).
+
+    A non-text part (a Chat ``image_url``, a Messages ``image``) is refused by the validator's own
+    rule, naming the part where the client wrote it — never dropped from the transcript."""
     blocks = [f"[earlier summary] {note.strip()}" for note in notes if note.strip()]
     names: dict[str, str] = {}
-    for m in messages:
+    for i, m in enumerate(messages):
+        text = message_text(m, m.source or Source(f"input[{i}]")).strip()
         if m.role in ("system", "developer"):
             continue
-        text = _text(m).strip()
         if m.role == "tool":
             name = names.get(m.tool_call_id or "", "")
             blocks.append(f"[tool result{' ' + name if name else ''}] {text}")
