@@ -347,6 +347,7 @@ def test_a_forced_call_with_free_text_arguments_fits_its_grammar_on_both_tokeniz
         syntax=backend.syntax,
         newlines=newlines,
     )
+    assert grammar is not None
     for layout in layouts:  # the family's layout is accepted; GLM's other one is not
         text = _head(backend, request) + layout.format(path="src/app.py", content="print(1)")
         matcher = llguidance.LLMatcher(backend.lltokenizer, grammar)

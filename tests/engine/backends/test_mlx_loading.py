@@ -107,7 +107,8 @@ def test_a_cpu_variant_is_built_and_run_for_real_on_the_cpu_device(
     models = build_catalog(Settings(models_dirs=(str(lay_out_catalog(tmp_path / "models", quantized_dir)),)))
     assert models.ids() == ["tiny-a", "tiny-a@cpu", "tiny-b", "tiny-b@cpu"]
     cpu, default = models.backend("tiny-a@cpu"), models.backend("tiny-a")
-    assert isinstance(cpu, MlxBackend) and (cpu.device, default.device) == ("cpu", None)
+    assert isinstance(cpu, MlxBackend) and isinstance(default, MlxBackend)
+    assert (cpu.device, default.device) == ("cpu", None)
     engine = Engine(models)
     try:
         request = ChatRequest(
