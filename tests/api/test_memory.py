@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from tinytitan.engine.backends.stub import raw_reply, stub_tokens
+from tinytitan.engine.compaction import HANDOVER_ASK, decode_payload
 from tinytitan.engine.memory.journal import read_journal
 from tinytitan.engine.memory.scope import NAMESPACE, workspace_id
+from tinytitan.engine.request import ChatRequest
 from tinytitan.settings import Settings
 from tinytitan.testing.process import serve_stub_process
 from tinytitan.testing.scripts import STUB_MODEL, script
@@ -280,3 +282,36 @@ def test_bad_memory_calls_are_error_results_and_the_request_still_answers(serve:
         result = live.recorded[1]["messages"][-1]["content"]
     assert answer.text == "I could not save that." and answer.finish == "completed"
     assert result.startswith("Error: key '../../etc/passwd'")
+
+
+def test_compaction_passes_get_no_memory_and_carry_the_workspace(serve: Serve, tmp_path: Path) -> None:
+    """Issue 28.1: POST /v1/responses/compact on a memory server runs its passes undecorated — no
+    fragment, no memory tools, no memory call, no journal — under the caller's workspace header."""
+    note = "Next step:\n- add the migration in db/001.sql"
+    rules: list[dict[str, Any]] = [
+        {"when": {"last_tool": "memory_set"}, "reply": {"text": "Saved and read back."}},
+        {"when": {"user_contains": HANDOVER_ASK, "has_tools": True}, "reply": {"tool_calls": [SET]}},
+        {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": note}},
+    ]
+    workspace = tmp_path / "proj-a"
+    body = {"model": STUB_MODEL, "input": [{"role": "user", "content": "remember: the build command is make -j4"}]}
+    with serve(script(*rules), settings=memory_settings(tmp_path)) as live:
+        seen: list[ChatRequest] = []
+        prepare = live.engine.prepare
+
+        async def spy(request: ChatRequest) -> Any:
+            seen.append(request)
+            return await prepare(request)
+
+        live.engine.prepare = spy  # type: ignore[method-assign]
+        r = httpx.post(
+            live.url + "/v1/responses/compact", json=body, headers={"x-tinytitan-workspace": str(workspace)}, timeout=60
+        )
+        recorded = live.recorded
+    assert r.status_code == 200, r.text
+    (item,) = r.json()["output"]
+    assert decode_payload(item["encrypted_content"])["summary"] == note
+    assert len(recorded) == 1 and recorded[0]["tools"] == []
+    assert "memory" not in recorded[0]["system"].lower()
+    assert [(s.workspace, s.internal) for s in seen] == [(str(workspace), True)]
+    assert not [p for p in (tmp_path / "memory").rglob("*") if p.is_file()]  # no journal in any workspace

@@ -112,3 +112,54 @@ def test_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:
     _path, script = _files(tmp_path, RESPONSES)
     result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
     assert result.exit_code == 2 and "cannot read" in result.stderr
+
+
+def test_compact_never_runs_memory(tmp_path: Path) -> None:
+    """Issue 28.1: with memory switched on in the environment, the compaction passes still get no
+    memory — the note is the handover pass's own, and no journal is written anywhere."""
+    path, script = _files(tmp_path, RESPONSES)
+    memory_call = {"name": "memory_set", "arguments": {"key": "project/build", "value": "make -j4"}}
+    rules = [
+        {"when": {"last_tool": "memory_set"}, "reply": {"text": "Saved and read back."}},
+        {"when": {"user_contains": HANDOVER_ASK, "has_tools": True}, "reply": {"tool_calls": [memory_call]}},
+        {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
+    ]
+    script.write_text(json.dumps({"model": "stub-model", "context_window": 8192, "rules": rules}))
+    env = {"TINYTITAN_MEMORY": "1", "TINYTITAN_MEMORY_DIR": str(tmp_path / "memory")}
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE
+    assert not (tmp_path / "memory").exists()
+
+
+IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+
+
+@pytest.mark.parametrize(
+    ("session", "refused"),
+    [
+        ([{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}], "'image_url'"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}]}, "'image_url'"),
+        (
+            {
+                "model": "m",
+                "max_tokens": 9,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}],
+            },
+            "image blocks",
+        ),
+        ([{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}], "image blocks"),
+    ],
+    ids=["chat messages", "chat body", "messages body", "messages array"],
+)
+def test_an_image_part_is_refused_by_name_as_the_server_refuses_it(tmp_path: Path, session: Any, refused: str) -> None:
+    """Issue 28.2: Chat and Messages sessions get the route's refusal of a non-text part, naming it."""
+    path, script = _files(tmp_path, session)
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "compaction pass" not in result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("tinytitan compact: ") and "\n" not in line
+    assert refused in line and "not supported; this server is text-only" in line
+    assert line.endswith("(at messages[0].content[1])")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import respx
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
@@ -141,6 +145,80 @@ def test_pull_offline_of_a_cached_model_says_where_it_is(tiny_dir: Path, tmp_pat
     )
     assert result.exit_code == 0, result.output
     assert str(snapshot) in result.output and "offline" in result.output
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def mocked_hub(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[respx.Router]:
+    """The Hugging Face hub serving ``acme/tiny-chat`` (the tiny model's files and a README), as respx
+    routes. huggingface-hub 2.x talks through ``httpx2``, which respx does not patch: its own client
+    factory hands the requests to the router instead."""
+    import httpx
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    files = {p.name: p.read_bytes() for p in tiny_dir.iterdir() if p.is_file()} | {"README.md": b"# tiny"}
+    tree = [{"type": "file", "path": n, "size": len(b), "oid": hashlib.sha1(b).hexdigest()} for n, b in files.items()]
+
+    def resolve(request: httpx.Request, name: str) -> httpx.Response:
+        body = files[name]
+        headers = {"X-Repo-Commit": SHA, "ETag": f'"{hashlib.sha256(body).hexdigest()}"'}
+        return httpx.Response(200, headers=headers | {"Content-Length": str(len(body))}, content=body)
+
+    router = respx.Router(base_url=constants.ENDPOINT, assert_all_called=False)
+    router.get("/api/models/acme/tiny-chat/revision/main").respond(
+        json={"id": "acme/tiny-chat", "sha": SHA, "siblings": [{"rfilename": n} for n in files]}
+    )
+    router.get(f"/api/models/acme/tiny-chat/tree/{SHA}").respond(json=tree)
+    names = "|".join(re.escape(n) for n in files)
+    router.route(method__in=["HEAD", "GET"], path__regex=rf"^/acme/tiny-chat/resolve/{SHA}/(?P<name>{names})$").mock(
+        side_effect=resolve
+    )
+    router.route().respond(404)
+
+    def bridge(request: httpx2.Request) -> httpx2.Response:
+        asked = httpx.Request(request.method, str(request.url), headers=list(request.headers.multi_items()))
+        reply = router.handler(asked)
+        body = b"" if request.method == "HEAD" else reply.content
+        return httpx2.Response(reply.status_code, headers=list(reply.headers.multi_items()), content=body)
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    _http.set_client_factory(lambda: httpx2.Client(transport=httpx2.MockTransport(bridge)))
+    try:
+        yield router
+    finally:
+        _http.set_client_factory(_http.default_client_factory)
+
+
+def test_pull_downloads_what_a_model_needs_and_it_is_servable_at_once(
+    mocked_hub: respx.Router, tiny_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 28.5: the success path of ``models pull``, against a mocked hub."""
+    cache = tmp_path / "hub"
+    result = runner.invoke(app, ["models", "pull", "acme/tiny-chat", "--cache-dir", str(cache)])
+    assert result.exit_code == 0, result.output
+    snapshot = cache / "models--acme--tiny-chat" / "snapshots" / SHA
+    assert f"acme/tiny-chat is in the Hugging Face cache at {snapshot}\n" in result.stdout
+    assert "serve it: tinytitan serve --model acme/tiny-chat   (or --models-dir hf)" in result.stdout
+    wanted = sorted(p.name for p in tiny_dir.iterdir() if p.is_file())
+    assert sorted(p.name for p in snapshot.iterdir()) == wanted  # the README is not a model file
+    assert all((snapshot / n).read_bytes() == (tiny_dir / n).read_bytes() for n in wanted)
+    fetched = {
+        call.request.url.path.rsplit("/", 1)[-1] for call in mocked_hub.calls if "/resolve/" in str(call.request.url)
+    }
+    assert fetched == set(wanted)
+    listed = runner.invoke(app, ["models", "--cache-dir", str(cache), "--json"])
+    (row,) = json.loads(listed.output)["models"]
+    assert (row["id"], row["origin"], row["repo_id"], row["path"]) == (
+        "tiny-chat",
+        "hf",
+        "acme/tiny-chat",
+        str(snapshot),
+    )
 
 
 def test_pull_refuses_a_name_that_is_not_a_hub_id(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from tinytitan.engine.compaction import (
     trim_middle,
 )
 from tinytitan.engine.errors import InvalidRequest
-from tinytitan.engine.request import Message, ToolCall
+from tinytitan.engine.request import Message, Part, Source, ToolCall
 from tinytitan.engine.service import Engine
 
 MODEL = "stub-model"
@@ -161,6 +161,16 @@ def test_nothing_to_compact() -> None:
     with pytest.raises(InvalidRequest) as info:
         _run([_ask(HANDOVER_ASK, NOTE)], messages=(Message("system", "only guidance"),))
     assert info.value.message == "nothing to compact: input carries no messages"
+
+
+def test_a_non_text_part_is_refused_where_the_client_wrote_it_never_dropped() -> None:
+    """Issue 28.2: the transcript reads parts with the validator's rule, so an image is a 400 naming it."""
+    image = Part("image_url", source=Source("messages[1].content[1]"))
+    look = Message("user", (Part("text", "look at this"), image))
+    with pytest.raises(InvalidRequest) as info:
+        _run([_ask(HANDOVER_ASK, NOTE)], messages=(*SESSION[:1], look))
+    assert (info.value.code, info.value.param) == ("unsupported_content", "messages[1].content[1]")
+    assert info.value.message == "content parts of type 'image_url' are not supported; this server is text-only"
 
 
 def test_payload_round_trip_and_version_check() -> None:

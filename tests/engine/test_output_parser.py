@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
 from tinytitan.engine.output_parser import OutputParser, ParseOptions
+from tinytitan.engine.request import Tool
 
 
 def run(pieces: list[str], **kwargs: Any) -> tuple[OutputParser, list[Any]]:
@@ -73,6 +75,19 @@ def test_unterminated_call_is_parsed_at_the_end() -> None:
     _, events = run(['<tool_call>{"name": "g", "arguments": "{\\"k\\": 2}"}'])
     (call,) = [e for e in events if isinstance(e, ToolCall)]
     assert call.name == "g" and call.arguments == '{"k": 2}'
+
+
+def test_an_unterminated_call_lacking_a_required_argument_was_cut_short_and_is_text() -> None:
+    """Issue 28.3: the cap cut a call mid-argument; GLM's lenient parser read it as a call without
+    arguments, a forced call violating its schema. It is shown as text (finish: length) instead."""
+    needs = Tool("g", parameters={"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"]})
+    cut = '<tool_call>{"name": "g", "arguments": {"a": 1}}'
+    _, events = run([cut], tools=(needs,))
+    assert not [e for e in events if isinstance(e, ToolCall)] and text_of(events, TextDelta) == cut
+    _, events = run([cut], tools=(replace(needs, parameters={"required": ["a"]}),))
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["g"]  # whole: it has what its tool requires
+    _, events = run([cut + "</tool_call>"], tools=(needs,))
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["g"]  # ended by the model: its call as made
 
 
 def test_namespace_carried_on_calls() -> None:

@@ -72,7 +72,9 @@ def test_refused_by_name(fields: dict[str, Any], param: str) -> None:
 
 
 def test_n_of_one_and_false_logprobs_are_fine() -> None:
-    ok(n=1, logprobs=False, top_logprobs=0)
+    base = ok()
+    asked = ok(n=1, logprobs=False, top_logprobs=0)
+    assert replace(asked, request=base.request) == base  # they change nothing in what is served
 
 
 def test_include_usage_only_with_stream() -> None:
@@ -169,7 +171,14 @@ def test_a_bad_call_in_the_history(bad: ToolCall, param: str, code: str) -> None
 
 
 def test_blank_arguments_are_an_empty_object() -> None:
-    ok(*exchange(call(arguments="  ")))
+    validated = ok(*exchange(call(arguments="  ")))
+    assert [(t.role, t.tool_call_id, t.name) for t in validated.turns] == [
+        ("user", None, None),
+        ("assistant", None, None),
+        ("tool", "c1", "f"),
+    ]
+    assert validated.turns[1].tool_calls == (call(arguments="  "),)  # kept; the template renders it as {}
+    assert refused(*exchange(call(arguments="[]"))).code == "invalid_tool_arguments"  # blank, not any non-object
 
 
 def test_call_ids_are_unique_across_the_conversation() -> None:
@@ -258,11 +267,25 @@ def test_a_bad_tool(tool: Tool, param: str, code: str) -> None:
 
 
 def test_tool_names_allow_letters_digits_underscore_dash_up_to_64() -> None:
-    ok(tools=(Tool("A-z_09"), Tool("x" * 64)))
+    assert [t.name for t in ok(tools=(Tool("A-z_09"), Tool("x" * 64))).tools] == ["A-z_09", "x" * 64]
+    error = refused(tools=(Tool("x" * 65),))
+    assert (error.param, error.code) == ("tools[0].function.name", "invalid_tool_name")
 
 
-def test_parameters_default_to_an_object_schema() -> None:
-    ok(tools=(Tool("f", parameters={"properties": {}}), Tool("g")))
+def test_parameters_default_to_an_object_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinytitan.engine.grammar import compile_schema
+
+    compiled: list[Any] = []
+
+    def recording(schema: dict[str, Any], param: str) -> str:
+        compiled.append(schema)
+        return compile_schema(schema, param)
+
+    monkeypatch.setattr("tinytitan.engine.validate.compile_schema", recording)
+    tools = (Tool("f", parameters={"properties": {}}), Tool("g"))
+    assert ok(tools=tools).tools == tools  # passed on as sent: a schema without a type is an object's
+    ok(tools=tools, tool_choice=ToolChoice("required"), model=FORCING)  # a forced call compiles each schema
+    assert compiled == [{"properties": {}}, {"type": "object", "properties": {}}]  # none → an empty object's
 
 
 def test_duplicate_tool_names() -> None:
@@ -440,8 +463,10 @@ def test_the_range_is_in_the_message() -> None:
 
 
 def test_the_edges_are_in_range() -> None:
-    ok(sampling=Sampling(temperature=2.0, top_p=1.0, top_k=256, presence_penalty=2.0, seed=2**64 - 1))
-    ok(sampling=Sampling(temperature=0.0, top_k=1, presence_penalty=-2.0, seed=0, frequency_penalty=0.0))
+    high = Sampling(temperature=2.0, top_p=1.0, top_k=256, presence_penalty=2.0, seed=2**64 - 1)
+    assert ok(sampling=high).sampling == high
+    low = Sampling(temperature=0.0, top_k=1, presence_penalty=-2.0, seed=0, frequency_penalty=0.0)
+    assert ok(sampling=low).sampling == replace(low, top_p=0.95, frequency_penalty=None)  # the fallback top_p
 
 
 def test_a_zero_frequency_penalty_is_dropped() -> None:

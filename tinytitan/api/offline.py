@@ -18,7 +18,7 @@ __all__ = ["API_NAMES", "Api", "detect_api", "parse_api", "to_chat_request"]
 
 Api = Literal["chat", "responses", "messages"]
 API_NAMES: tuple[Api, ...] = ("chat", "responses", "messages")
-_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
 
 
 def _has_anthropic_blocks(messages: Any) -> bool:

@@ -19,6 +19,7 @@ from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.options import ModelFlags, with_model_flags
 
 if TYPE_CHECKING:
+    from tinytitan.engine.errors import TinyTitanError
     from tinytitan.engine.request import Message
 
 __all__ = ["SessionError", "compact", "load_session"]
@@ -30,6 +31,10 @@ class SessionError(ValueError):
 
 def _fail(message: str) -> typer.Exit:
     return fail("compact", message)
+
+
+def _named(exc: TinyTitanError) -> str:
+    return f"{exc.message} (at {exc.param})" if exc.param else exc.message
 
 
 def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
@@ -91,8 +96,7 @@ def compact(
     except ValueError as exc:  # JSON errors and SessionError
         raise _fail(f"{session} is not a usable session: {exc}") from None
     except InvalidRequest as exc:
-        where = f" (at {exc.param})" if exc.param else ""
-        raise _fail(f"{session} is not a usable session: {exc.message}{where}") from None
+        raise _fail(f"{session} is not a usable session: {_named(exc)}") from None
     try:
         engine = build_engine(settings)
     except (OSError, ValueError) as exc:
@@ -105,8 +109,8 @@ def compact(
         result = asyncio.run(
             run_compaction(engine, engine.info.id, messages, notes=notes, max_tokens=max_tokens, progress=progress)
         )
-    except TinyTitanError as exc:
-        raise _fail(exc.message) from None
+    except TinyTitanError as exc:  # e.g. an image part the transcript cannot hold, named where it is
+        raise _fail(_named(exc)) from None
     finally:
         engine.shutdown()
     if as_json:

@@ -87,8 +87,10 @@ def _raw_string(rules: _Rules, name: str, schema: dict[str, Any], end: str, wher
     if end.startswith("<["):  # a special token cannot occur inside the text: any text, then the marker
         return f"{rules.add(name, anything)} {end}"
     stop = json.loads(end)
-    if high is None:  # lazy text up to (and with) the terminator
-        rules.add(f"{name}[stop={end}]", anything)
+    if high is None:  # lazy text up to (and with) the terminator, which stays in the output
+        # (a ``stop`` would hide it by backtracking, which the sampler cannot undo: a plain-text
+        # terminator merged into one token with what follows, GLM's ``>\n``, could never be written)
+        rules.add(f"{name}[suffix={end}]", anything)
         return name
     # bounded: llguidance would let a lazy rule end the generation when the bound is reached, so the
     # text may not hold the terminator's first character instead (it then has to follow)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 from tinytitan.engine.errors import InvalidRequest, Unsupported
 from tinytitan.engine.events import Usage
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Source
 from tinytitan.engine.service import Engine
+from tinytitan.engine.validate import message_text
 
 __all__ = [
     "COMPRESS_ASK",
@@ -140,23 +141,17 @@ def compaction_budget(context_window: int, requested: int | None, param: str = "
     return min(4096, max(256, context_window // 8))
 
 
-def _text(message: Message) -> str:
-    content = message.content
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.text or "" for p in content)
-
-
 def render_transcript(messages: Sequence[Message], notes: Sequence[str] = ()) -> str:
-    """``[role] text`` blocks, tool calls inline; system guidance left out (the client resends it)."""
+    """``[role] text`` blocks, tool calls inline; system guidance left out (the client resends it).
+
+    A non-text part (a Chat ``image_url``, a Messages ``image``) is refused by the validator's own
+    rule, naming the part where the client wrote it — never dropped from the transcript."""
     blocks = [f"[earlier summary] {note.strip()}" for note in notes if note.strip()]
     names: dict[str, str] = {}
-    for m in messages:
+    for i, m in enumerate(messages):
+        text = message_text(m, m.source or Source(f"input[{i}]")).strip()
         if m.role in ("system", "developer"):
             continue
-        text = _text(m).strip()
         if m.role == "tool":
             name = names.get(m.tool_call_id or "", "")
             blocks.append(f"[tool result{' ' + name if name else ''}] {text}")
@@ -220,9 +215,12 @@ Progress = Callable[[str], None]
 
 
 class _Compactor:
-    def __init__(self, engine: Engine, model: str, budget: int, progress: Progress | None) -> None:
+    def __init__(
+        self, engine: Engine, model: str, budget: int, progress: Progress | None, workspace: str | None
+    ) -> None:
         self.engine = engine
         self.model = model
+        self.workspace = workspace
         self.budget = budget
         self.progress = progress or (lambda _msg: None)
         self.usage = Usage()
@@ -262,6 +260,8 @@ class _Compactor:
             sampling=Sampling(temperature=0.0),
             max_tokens=self.cap(),
             reasoning=ReasoningControls(level="off"),
+            workspace=self.workspace,
+            internal=True,
         )
         result = await self.engine.complete(request)
         self.usage = self.usage + result.finished.usage
@@ -299,12 +299,16 @@ async def compact(
     notes: Sequence[str] = (),
     max_tokens: int | None = None,
     progress: Progress | None = None,
+    workspace: str | None = None,
 ) -> CompactionResult:
-    """Compact a conversation into a handover note (reference §11)."""
+    """Compact a conversation into a handover note (reference §11).
+
+    Every pass is the server's own request (``internal``): memory never decorates it, whatever
+    workspace it runs for (``workspace``: the caller's ``X-TinyTitan-Workspace``)."""
     require_messages(messages)
     budget = compaction_budget(engine.info_for(model).context_window, max_tokens)
     transcript = render_transcript(messages, notes)
-    worker = _Compactor(engine, model, budget, progress)
+    worker = _Compactor(engine, model, budget, progress, workspace)
 
     note = await worker.usable("handover", HANDOVER_INSTRUCTION, transcript, HANDOVER_ASK)
     if note is None:

@@ -128,7 +128,7 @@ class OutputParser:
             return events
         if self.state == "tool":
             # an unterminated call: parse it if it is whole, else show it as text
-            events.extend(self._emit_call(self.tool_buffer, raw_prefix=self.markers.tool_start or ""))
+            events.extend(self._emit_call(self.tool_buffer, raw_prefix=self.markers.tool_start or "", cut=True))
             self.tool_buffer = ""
             self.state = "text"
         if self.buffer:
@@ -232,19 +232,33 @@ class OutputParser:
         self.seen_text = True
         return [TextDelta(text)]
 
-    def _emit_call(self, body: str, *, raw_prefix: str, raw_suffix: str = "") -> list[Any]:
-        """One call section → its calls (a section may hold several); unparsable → shown as text."""
+    def _emit_call(self, body: str, *, raw_prefix: str, raw_suffix: str = "", cut: bool = False) -> list[Any]:
+        """One call section → its calls (a section may hold several); unparsable → shown as text.
+
+        ``cut``: the answer ended inside the section (the output cap). Where the family closes its calls
+        with a marker, such a call is whole only when it carries every argument its tool requires — a
+        lenient parser (GLM's) reads a call cut mid-argument as one without arguments."""
         try:
             parsed = self.tool_parser(body, self.options.tools)
             calls = [_call(c) for c in (parsed if isinstance(parsed, list) else [parsed])]
             if not calls:
                 raise ValueError("no call")
+            if cut and self.markers.tool_end and any(self._lacks_required(c) for c in calls):
+                raise ValueError("a call cut short")
         except (ValueError, KeyError, TypeError, SyntaxError):
             return self._visible(raw_prefix + body + raw_suffix)
         self.tool_calls += len(calls)
         return [
             ToolCall(new_call_id(), name, arguments, self.options.namespaces.get(name)) for name, arguments in calls
         ]
+
+    def _lacks_required(self, call: tuple[str, str]) -> bool:
+        name, arguments = call
+        for tool in self.options.tools or ():
+            schema = getattr(tool, "parameters", None)
+            if getattr(tool, "name", None) == name and isinstance(schema, dict):
+                return bool(set(schema.get("required") or ()) - set(json.loads(arguments)))
+        return False
 
 
 def _call(parsed: Any) -> tuple[str, str]:

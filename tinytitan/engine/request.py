@@ -155,6 +155,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool | None = None
     workspace: str | None = None
+    internal: bool = False  # the server's own pass (compaction): memory never decorates it
     request_id: str = field(default_factory=new_request_id)
     messages_param: str = "messages"
     cap_param: str = "max_tokens"

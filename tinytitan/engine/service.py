@@ -145,7 +145,7 @@ class Engine:
 
     async def prepare(self, request: ChatRequest) -> Job:
         validated = self._validated(request)
-        if self.memory is not None:
+        if self.memory is not None and not request.internal:
             job = await self._prepare_with_memory(validated)
             if job is not None:
                 return job

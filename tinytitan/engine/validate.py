@@ -31,7 +31,7 @@ from tinytitan.engine.request import (
     tool_source,
 )
 
-__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "validate"]
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "message_text", "validate"]
 
 MAX_MESSAGES = 1000
 MAX_STOP = 4
@@ -87,7 +87,8 @@ def _check_refusals(request: ChatRequest) -> None:
         )
 
 
-def _text_of(message: Message, where: Source) -> str:
+def message_text(message: Message, where: Source) -> str:
+    """A message's text; a non-text part is refused by name (``unsupported_content``), never dropped."""
     content = message.content
     if content is None:
         return ""
@@ -128,7 +129,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
                 param=where.at("role"),
                 code="invalid_message",
             )
-        text = _text_of(message, where)
+        text = message_text(message, where)
         if role in ("system", "developer"):
             if turns:
                 raise InvalidRequest(

@@ -10,7 +10,9 @@ ranks, ``tinytitan.testing.o200k``, with the harmony tokens at their real ids) b
 
     python -m tinytitan.testing.families NAME OUT_DIR     # or: --list
 
-``family_dir(name)`` returns a per-machine cached build.
+``family_dir(name)`` returns a per-machine cached build; ``family_dir(name, text_markers=True)`` the
+same family over a tokenizer that has only its end, begin and padding tokens, so its call and
+thinking markers are plain text (as on a generic tokenizer serving that family's template).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -271,6 +273,15 @@ def _build_tokenizer(family: Family, out: Path) -> None:
     tok.save(str(out))
 
 
+def _family(name: str, text_markers: bool = False) -> Family:
+    """The family, or its variant whose added tokens are only the end, begin and padding ones."""
+    family = FAMILIES[name]
+    if not text_markers:
+        return family
+    kept = tuple(dict.fromkeys(t for t in (*family.eos, family.bos, family.pad) if t))
+    return replace(family, name=f"{name}@text-markers", specials=kept, plain=frozenset())
+
+
 def _ids(family: Family) -> dict[str, int]:
     """The id of each added token in the built tokenizer."""
     return _ids_of(family.name)
@@ -280,7 +291,8 @@ def _ids(family: Family) -> dict[str, int]:
 def _ids_of(name: str) -> dict[str, int]:
     from tokenizers import Tokenizer
 
-    family = FAMILIES[name]
+    base, _, variant = name.partition("@")
+    family = _family(base, text_markers=bool(variant))
     tok = Tokenizer.from_file(str(_tokenizer_json(family)))
     ids: dict[str, int] = {}
     for content in family.specials:
@@ -323,13 +335,13 @@ def _model_config(family: Family) -> dict[str, Any]:
     }
 
 
-def build_family(name: str, out: str | Path) -> Path:
+def build_family(name: str, out: str | Path, *, text_markers: bool = False) -> Path:
     """Write the family's model directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_lm.utils import _get_classes, save_config
 
-    family = FAMILIES[name]
+    family = _family(name, text_markers)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = _model_config(family)
@@ -348,12 +360,13 @@ def build_family(name: str, out: str | Path) -> Path:
     return out
 
 
-def family_dir(name: str) -> Path:
+def family_dir(name: str, *, text_markers: bool = False) -> Path:
     """A cached build of the family's model directory (built on first use)."""
-    family = FAMILIES[name]
+    family = _family(name, text_markers)
     template = (TEMPLATES / family.template).read_text(encoding="utf-8")
-    key = _key(name, template, _model_config(family), _tokenizer_config(family))
-    return cached_dir(cache_root() / "families" / f"{name}-{key}", lambda out: build_family(name, out))
+    key = _key(family.name, template, _model_config(family), _tokenizer_config(family))
+    where = cache_root() / "families" / f"{family.name.replace('@', '-')}-{key}"
+    return cached_dir(where, lambda out: build_family(name, out, text_markers=text_markers))
 
 
 def main(argv: list[str] | None = None) -> int:

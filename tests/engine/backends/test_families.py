@@ -9,7 +9,6 @@ written as a grammar — a forced call from the (random-weight) model always par
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -62,29 +61,6 @@ CONVERSATION: list[dict[str, Any]] = [
     {"role": "assistant", "content": "It is sunny, 22C.", "reasoning_content": "LAST-THOUGHT"},
     {"role": "user", "content": "And tomorrow?"},
 ]
-
-
-@pytest.fixture(scope="module")
-def backends() -> Iterator[dict[str, MlxBackend]]:
-    made: dict[str, MlxBackend] = {}
-
-    def get(name: str) -> MlxBackend:
-        if name not in made:
-            made[name] = MlxBackend(str(family_dir(name)))
-        return made[name]
-
-    yield _Lazy(get)
-    for backend in made.values():
-        backend.unload()
-
-
-class _Lazy(dict[str, MlxBackend]):
-    def __init__(self, get: Callable[[str], MlxBackend]) -> None:
-        super().__init__()
-        self.get_backend = get
-
-    def __missing__(self, name: str) -> MlxBackend:
-        return self.get_backend(name)
 
 
 def validated(backend: MlxBackend, body: dict[str, Any]) -> ValidatedRequest:
@@ -198,7 +174,7 @@ def test_a_forced_call_from_the_random_model_always_parses(backends: dict[str, M
                 "seed": 7,
                 "temperature": 1.0,
             }
-            events = run(_collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
+            events = run(collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
             calls = [e for e in events if isinstance(e, ToolCall)]
             assert len(calls) == 1, events
             assert calls[0].name == forced
@@ -209,7 +185,7 @@ def test_a_forced_call_from_the_random_model_always_parses(backends: dict[str, M
         engine.shutdown()
 
 
-async def _collect(engine: Engine, request: Any) -> list[Any]:
+async def collect(engine: Engine, request: Any) -> list[Any]:
     job = await engine.prepare(request)
     return [event async for event in job.events()]
 
@@ -268,7 +244,7 @@ def test_structured_output_from_the_random_model_is_the_document(backends: dict[
             "seed": 3,
             "temperature": 1.0,
         }
-        events = run(_collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
+        events = run(collect(engine, to_chat_request(body, "chat", model=engine.info.id)))
         text = "".join(e.text for e in events if isinstance(e, TextDelta))
         jsonschema.validate(json.loads(text), STRUCTURED["json_schema"]["schema"])
         assert not [e for e in events if isinstance(e, ReasoningDelta)]

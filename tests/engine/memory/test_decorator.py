@@ -94,6 +94,13 @@ def test_a_fast_request_gets_no_memory(tmp_path: Path) -> None:
     assert _last(engine)["system"] is None and _last(engine)["tools"] == []
 
 
+def test_the_servers_own_request_gets_no_memory(tmp_path: Path) -> None:
+    """Issue 28.1: an internal pass (compaction) is never decorated, whatever workspace it names."""
+    engine = memory_engine(tmp_path, TEXT)
+    complete(engine, request(system="Summarize.", internal=True))
+    assert _last(engine)["system"] == "Summarize." and _last(engine)["tools"] == []
+
+
 def test_the_declared_working_directory_is_the_workspace(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT)
     complete(engine, request(system="Working directory: /projects/claude-proj", workspace=None))

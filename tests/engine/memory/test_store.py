@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +83,19 @@ def test_search_ranks_by_hits_then_importance(tmp_path: Path) -> None:
     found, total = store.search("build", limit=1)
     assert len(found) == 1 and total == 3
     assert store.search("build once", prefix="c")[1] == 1
+
+
+def test_the_directories_above_a_journal_are_owner_only(tmp_path: Path) -> None:
+    """Issue 28.5: other local users cannot list the users or workspaces under the memory directory."""
+    umask = os.umask(0o022)
+    try:
+        (tmp_path / "old" / "tinytitan").mkdir(parents=True)  # as an earlier version left it: 0755
+        MemoryBank(tmp_path / "old").store(SCOPE)
+        MemoryBank(tmp_path / "new").store(SCOPE)
+    finally:
+        os.umask(umask)
+    for root in ("old", "new"):
+        for level in ("tinytitan", "tinytitan/ada", SCOPE.key):
+            assert stat.S_IMODE((tmp_path / root / level).stat().st_mode) == 0o700, (root, level)
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700  # a memory directory it made itself
+    assert stat.S_IMODE((tmp_path / "old").stat().st_mode) == 0o755  # one the user made is left as it is

@@ -142,7 +142,8 @@ def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
     readers: dict[str, Callable[[ContentBlock, str], ToolCall | str]] = {"tool_use": _tool_use, "thinking": _thought}
     texts, kept = _sort_blocks(blocks, where, readers)
     calls = tuple(item for item in kept if isinstance(item, ToolCall))
-    reasoning = "".join(item for item in kept if isinstance(item, str)) or None  # accepted, never rendered
+    # thoughts sent back go to the template, which renders them where it keeps them (reference §5)
+    reasoning = "".join(item for item in kept if isinstance(item, str)) or None
     return Message("assistant", "\n\n".join(texts), tool_calls=calls, reasoning=reasoning, source=Source(where))
 
 

@@ -85,7 +85,7 @@ class MessagesRequest(msgspec.Struct, omit_defaults=True):
     thinking: ThinkingConfig | None = None
     service_tier: str | None = None
     output_config: OutputConfig | None = None
-    context_management: Any = None  # accepted; thinking is never rendered, so nothing to clear
+    context_management: Any = None  # accepted, not acted on: templates drop old thoughts themselves (§5)
     # refused by name (reference §4)
     output_format: Any = None
     container: Any = None

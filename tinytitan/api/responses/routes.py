@@ -54,7 +54,14 @@ class ResponsesController(Controller):
             mapped = map_input(previous.conversation(), resolve=responses_store.find_item, param="previous_response_id")
         if wire.input is not None:
             mapped.extend(map_input(wire.input, resolve=responses_store.find_item))
-        work = compact(engine, wire.model, mapped.messages, notes=mapped.notes, max_tokens=wire.max_compaction_tokens)
+        work = compact(
+            engine,
+            wire.model,
+            mapped.messages,
+            notes=mapped.notes,
+            max_tokens=wire.max_compaction_tokens,
+            workspace=request.headers.get("x-tinytitan-workspace"),
+        )
         result = await until_disconnect(request, work)
         return Response(compaction_object(result, wire.instructions))
 

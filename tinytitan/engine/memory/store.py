@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -203,9 +204,19 @@ class MemoryBank:
                 store.close()
             self._stores.clear()
 
+    def _private_parents(self, where: Path) -> None:
+        """The namespace and per-user directories above a journal, owner-only like it: other local
+        users must not list the workspaces. The memory directory itself is 0700 when created here."""
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for parent in reversed(where.relative_to(self.directory).parents[:-1]):
+            level = self.directory / parent
+            level.mkdir(exist_ok=True, mode=0o700)
+            os.chmod(level, 0o700)  # also a directory an earlier version made 0755
+
     def _open(self, scope: Scope) -> MemoryStore:
         where = self.directory / scope.key
         try:
+            self._private_parents(where)
             journal = Journal.acquire(where, fsync=self.fsync)
             if journal is None:
                 records = read_journal(where).records
