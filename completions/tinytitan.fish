@@ -43,6 +43,11 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-dir -r -F
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-fsync -d 'Sync the memory journal on every write'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-max-records -x -d 'Records kept per workspace; beyond it the least important go first'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l memory-max-mib -x -d 'Memory kept per workspace (MiB)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l temperature -x -d 'Sampling temperature: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l top-p -x -d 'Nucleus sampling mass: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l top-k -x -d 'Sample from the K likeliest tokens: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l min-p -x -d 'Drop tokens below P x the likeliest: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l repetition-penalty -x -d 'Penalty on repeated tokens: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l help -d 'Show this message and exit'
 
 complete -c tinytitan -n '__fish_seen_subcommand_from count-tokens' -F

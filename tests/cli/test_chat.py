@@ -250,6 +250,17 @@ def test_pipe_mode_error_is_a_line_and_the_session_goes_on(tmp_path: Path) -> No
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_tools_are_not_offered_to_a_model_without_a_tool_call_syntax(server: ServerProcess) -> None:
+    """The chat reads the fact from /v1/models?details=true, says so once and sends no tools."""
+    result = _pipe("--url", server.url, "--tools", stdin="hi\n")
+    assert result.returncode == 0 and _requests(server)[-1]["tools"] != []  # the stub model can call tools
+    with serve_stub_process(script(*RULES, tool_calls=False)) as plain_model:
+        result = _pipe("--url", plain_model.url, "--tools", stdin="hi\nhello\n")
+        assert result.returncode == 0 and result.stdout == "hello from tinytitan\nhello from tinytitan\n"
+        assert result.stderr.count("has no tool-call syntax; --tools is off") == 1
+        assert [r["tools"] for r in _requests(plain_model)] == [[], []]
+
+
 def test_pipe_mode_with_memory_in_process_remembers_under_the_chat_directory(tmp_path: Path) -> None:
     from tinytitan.engine.memory.journal import read_journal
     from tinytitan.engine.memory.scope import workspace_id

@@ -16,7 +16,7 @@ from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.backends.mlx.facts import size_on_disk
 from tinytitan.engine.catalog import CatalogEntry, scan
 from tinytitan.engine.manager import ModelManager
-from tinytitan.testing.catalog import build_catalog, fake_hub_repo
+from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo
 from tinytitan.testing.server import LiveServer, live_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,9 @@ def _no_local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
 
 
+QWEN = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}  # the tiny model's generation_config
+
+
 def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]:
     return {
         "id": model_id,
@@ -48,6 +51,8 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "reasoning_levels": ["off", "on"],
         "default_reasoning": "on",
         "tool_call_family": "json_tools",
+        "tool_calls": True,
+        "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",
         "repo_id": None,
@@ -63,7 +68,13 @@ def test_json_lists_the_catalog_and_what_was_skipped(tiny_dir: Path, tmp_path: P
     assert json.loads(result.output) == {
         "models": [
             _expected(root, "tiny-a"),
-            _expected(root, "tiny-b", context_window=4096, default_reasoning="off"),
+            _expected(
+                root,
+                "tiny-b",
+                context_window=4096,
+                default_reasoning="off",
+                sampling_defaults={k: {"value": v, "from": "generation_config.json"} for k, v in B_DEFAULTS.items()},
+            ),
         ],
         "skipped": [{"path": str((root / "broken").resolve()), "reason": "config.json names no model_type"}],
     }

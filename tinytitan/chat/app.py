@@ -158,7 +158,10 @@ def run_chat(options: ChatOptions) -> int:
             sys.stderr.write(f"tinytitan chat: the server does not serve '{options.model}'\n")
             return code
         session = Session(model, options.system, options.server.reasoning, options.max_tokens)
-        app = ChatApp(target, session, interactive=interactive, tools=options.tools)
+        tools = options.tools and target.client.tool_calls(model) is not False
+        if options.tools and not tools:  # said once; the model would never call them
+            sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
+        app = ChatApp(target, session, interactive=interactive, tools=tools)
         code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code
     except ServerDown as exc:

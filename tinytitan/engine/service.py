@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Prompt
+from tinytitan.engine.defaults import with_flags
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.manager import ModelManager
@@ -54,6 +55,7 @@ class Engine:
         strip: StripRules | None = None,
         max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
+        sampling_defaults: Mapping[str, float] | None = None,
     ) -> None:
         self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
@@ -61,6 +63,7 @@ class Engine:
         self.max_concurrent = max(1, max_concurrent or own)
         self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
         self.default_reasoning = default_reasoning
+        self.sampling_defaults = dict(sampling_defaults or {})  # serve's --temperature …: over the model's
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
         self._threads: list[threading.Thread] = []
@@ -86,7 +89,7 @@ class Engine:
         info = self.models.info(model_id)
         if self.default_reasoning is not None:
             info = replace(info, default_reasoning=self.default_reasoning)
-        return info
+        return with_flags(info, self.sampling_defaults)
 
     def route(self, name: str) -> tuple[str, bool]:
         """The served id ``name`` means and whether the CLI strip applies; ``UnknownModel`` otherwise."""
