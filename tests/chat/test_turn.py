@@ -178,3 +178,15 @@ def _eventually_empty(live: LiveServer) -> bool:
     while live.engine.jobs and time.monotonic() < deadline:
         time.sleep(0.05)
     return not live.engine.jobs
+
+
+def test_thinking_that_repeats_forever_is_stopped_too() -> None:
+    forever = {"reasoning": PARAGRAPH * 5000, "text": "never reached", "chunk_delay_ms": 10}
+    with live_server(StubBackend(script({"reply": forever}, context_window=1_000_000))) as live:
+        log: list[tuple[str, Any]] = []
+        runner = TurnRunner(ChatClient(live.url), Session(STUB_MODEL), lambda: View(log))
+        assert runner.run("think hard") == "stopped"
+        assert log[-1] == ("interrupted", f"the thinking kept repeating the same {len(PARAGRAPH)} characters")
+        assert not any(kind == "text" for kind, _ in log)
+        assert [i["role"] for i in runner.session.items] == ["user"]  # nothing was answered
+        assert _eventually_empty(live)

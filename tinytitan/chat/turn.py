@@ -77,7 +77,7 @@ class TurnRunner:
         view = self.new_view()
         shown: list[str] = []
         calls: list[ToolCallItem] = []
-        loop = CycleDetector()
+        loop, thinking_loop = CycleDetector(), CycleDetector()
         with view:
             try:
                 with contextlib.closing(self.client.stream(self.session.body(self._tools()))) as events:
@@ -89,6 +89,8 @@ class TurnRunner:
                                 break
                         elif isinstance(event, ReasoningDelta):
                             view.thought(event.text)
+                            if thinking_loop.feed(event.text) is not None:
+                                break
                         elif isinstance(event, ToolCallItem):
                             calls.append(event)
                             view.tool_call(event.name, event.arguments)
@@ -97,13 +99,16 @@ class TurnRunner:
                                 self.session.items.extend(event.output)
                                 view.finish(event.response)
                             return "done", calls
-                cycle = loop.cycle
-                assert cycle is not None  # the loop was left for it: a stream without completion raises ServerDown
-                with sigint_held():
+                with sigint_held():  # left for a cycle: a stream without completion raises ServerDown
                     self.client.reset()
                     kept = "".join(shown)
-                    self.session.items.append(assistant_item(kept[: len(kept) - cycle.span + cycle.period]))
-                    view.interrupted(f"the answer kept repeating the same {cycle.period:,} characters")
+                    if loop.cycle is not None:  # one copy of the repeated text is enough
+                        kept = kept[: len(kept) - loop.cycle.span + loop.cycle.period]
+                    if kept:
+                        self.session.items.append(assistant_item(kept))
+                    cycle, where = (loop.cycle, "answer") if loop.cycle else (thinking_loop.cycle, "thinking")
+                    assert cycle is not None
+                    view.interrupted(f"the {where} kept repeating the same {cycle.period:,} characters")
                 return "stopped", []
             except KeyboardInterrupt:
                 with sigint_held():  # a second Ctrl-C must not leave the history half-kept

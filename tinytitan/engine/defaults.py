@@ -51,8 +51,8 @@ def _squash(name: str) -> str:
 
 
 def publisher_defaults(names: Iterable[str]) -> tuple[str, Mapping[str, float]] | None:
-    """(source, values) of the first publisher table row a name of the model matches (its id, file or
-    directory name, the name in its metadata), or None."""
+    """(source, values) of the first publisher table row a name of the model matches (its file or
+    directory name, the name in its metadata; not the served id, which may be any alias), or None."""
     squashed = [_squash(n) for n in names if n]
     for fragment, source, values in _PUBLISHERS:
         if any(fragment in name for name in squashed):
