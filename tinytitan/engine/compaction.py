@@ -7,8 +7,9 @@ pass out of the caller's history:
 
 1. note lines that echo instruction lines are dropped;
 2. a repetition loop (≥ 6 lines of ≥ 16 chars whose distinct count × 2 < count, or a verbatim
-   cycle, ``tinytitan.engine.cycles``) is a failed pass — checked while the pass generates, which
-   stops the moment it loops; a failed (or empty) pass is retried once with a short plain instruction;
+   cycle: 400 characters or more said twice in a row, ``tinytitan.engine.cycles``) is a failed
+   pass — checked while the pass generates, which stops the moment it loops; a failed (or empty)
+   pass is retried once with a short plain instruction;
 3. still unusable → ``extractive``: the transcript trimmed to budget × 3 characters.
 
 A note over the budget (measured with the backend's own tokenizer) goes through a compression pass
@@ -272,7 +273,7 @@ class _Compactor:
         )
         job = await self.engine.prepare(request)
         parts: list[str] = []
-        cycles = CycleDetector()
+        cycles = CycleDetector(repeats=2, min_span=400)  # a note never says 400 characters twice in a row
         async with contextlib.aclosing(job.events()) as events:  # leaving it closes the job
             async for event in events:
                 if isinstance(event, Finished):
