@@ -98,6 +98,7 @@ def test_a_long_story_never_runs_to_the_cap(live: LiveServer) -> None:
 
 def test_compacting_a_short_conversation_stops_a_looping_pass_early(live: LiveServer) -> None:
     seen: list[str] = []
+    assert live.loop is not None
     result = asyncio.run_coroutine_threadsafe(
         compact(live.engine, live.engine.info.id, GARDEN, progress=seen.append), live.loop
     ).result(timeout=1800)
