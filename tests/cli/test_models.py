@@ -224,3 +224,19 @@ def test_lists_gguf_files_of_other_tools(tmp_path: Path, monkeypatch: pytest.Mon
     table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")], env={"COLUMNS": "80"})
     assert "lmstudio:acme/Tiny-GGUF/smol.Q4_1" in table.output.replace("\n", "")
     assert all(len(line) <= 80 for line in table.output.splitlines())
+
+
+def test_the_tools_column_says_none_for_a_model_without_a_tool_call_syntax() -> None:
+    from rich.console import Console
+
+    from tinytitan.cli.models import render
+
+    rows = [
+        {"id": "plain", "tool_call_family": None, "tool_calls": False, "path": "/m/plain"},
+        {"id": "caller", "tool_call_family": "json_tools", "tool_calls": True, "path": "/m/caller"},
+        {"id": "remote", "path": "/m/remote"},  # an older server that does not say
+    ]
+    console = Console(width=200, record=True)
+    render(rows, console)
+    lines = {line.split()[0]: line.split() for line in console.export_text().splitlines()[1:]}
+    assert "none" in lines["plain"] and "json_tools" in lines["caller"] and "none" not in lines["remote"]
