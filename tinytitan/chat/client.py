@@ -154,7 +154,10 @@ class ChatClient:
 
     def tool_calls(self, model: str) -> bool | None:
         """Whether ``model`` can call tools, as ``/v1/models?details=true`` says; None when it does not say."""
-        data = self._request("GET", "/v1/models", params={"details": "true"}).json().get("data") or []
+        try:
+            data = self._request("GET", "/v1/models", params={"details": "true"}).json().get("data") or []
+        except (ChatError, ValueError):  # another server's refusal, or not JSON: it does not say
+            return None
         for entry in data:
             facts = entry.get("tinytitan") if isinstance(entry, dict) and entry.get("id") == model else None
             if isinstance(facts, dict) and isinstance(facts.get("tool_calls"), bool):
