@@ -27,6 +27,8 @@ from tinytitan.testing.server import LiveServer, live_server
 
 from .test_turn import View
 
+pytestmark = pytest.mark.timeout(900)  # a model load and minutes of decoding on a busy CPU
+
 STORY = "Write a long story about a fox who lives in a forest."
 GARDEN = (  # three turns, about 350 tokens: what /compact took minutes on
     Message("user", "I want to plant a small vegetable garden on my balcony. What should I grow first?"),
