@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -231,7 +232,7 @@ def test_the_tools_column_says_none_for_a_model_without_a_tool_call_syntax() -> 
 
     from tinytitan.cli.models import render
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": "plain", "tool_call_family": None, "tool_calls": False, "path": "/m/plain"},
         {"id": "caller", "tool_call_family": "json_tools", "tool_calls": True, "path": "/m/caller"},
         {"id": "remote", "path": "/m/remote"},  # an older server that does not say
