@@ -44,6 +44,24 @@ class SettingsError(ValueError):
     """A setting that cannot be served; the message says why and what to do."""
 
 
+# serve's sampling flags: (low, high, whether low itself is out)
+_SAMPLING_RANGES = {
+    "temperature": (0.0, 2.0, False),
+    "top_p": (0.0, 1.0, True),
+    "top_k": (1, 256, False),
+    "min_p": (0.0, 1.0, False),
+    "repetition_penalty": (0.0, 10.0, True),
+}
+
+
+def check_sampling_defaults(values: Mapping[str, float]) -> None:
+    for key, value in values.items():
+        low, high, open_low = _SAMPLING_RANGES[key]
+        if value < low or value > high or (open_low and value == low):
+            flag = "--" + key.replace("_", "-")
+            raise SettingsError(f"{flag} must be in {'(' if open_low else '['}{low:g}, {high:g}], not {value:g}")
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -92,6 +110,7 @@ class Settings:
     memory_max_records: int = 5000  # per workspace; beyond it the least important go first
     memory_max_mib: int = 32  # per workspace, keys and values
     launch_dir: str | None = None  # the workspace of a request that declares none (the CLI's cwd)
+    sampling_defaults: dict[str, float] = field(default_factory=dict)  # serve's --temperature …, over the model's
     models_dirs: tuple[str, ...] = ()  # a catalog: directories of model directories, or "hf" (the hub cache)
 
     def check(self) -> None:
@@ -124,6 +143,7 @@ class Settings:
             raise SettingsError("--memory-tool-rounds must be from 0 to 32")
         if self.memory_max_records < 1 or self.memory_max_mib < 1:
             raise SettingsError("--memory-max-records and --memory-max-mib must be at least 1")
+        check_sampling_defaults(self.sampling_defaults)
         if self.models_dirs and self.stub:
             raise SettingsError("give --models-dir or --stub, not both")
         if self.models_dirs and self.model_id:

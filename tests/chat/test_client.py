@@ -115,3 +115,14 @@ def test_the_client_names_its_directory_as_the_memory_workspace(
     client = ChatClient("http://127.0.0.1:1")
     assert client._http.headers["x-tinytitan-workspace"] == str(tmp_path)
     client.close()
+
+
+def test_whether_a_model_calls_tools_is_read_from_the_details_listing(server: LiveServer) -> None:
+    import respx
+    from httpx import Response
+
+    client = ChatClient(server.url)
+    assert client.tool_calls(STUB_MODEL) is True and client.tool_calls("not-served") is None
+    with respx.mock(base_url="http://elsewhere") as mock:  # another server: it does not say
+        mock.get("/v1/models").mock(return_value=Response(404, json={"error": {"message": "no"}}))
+        assert ChatClient("http://elsewhere").tool_calls(STUB_MODEL) is None

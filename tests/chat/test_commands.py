@@ -12,7 +12,7 @@ from tinytitan.chat.app import ChatApp
 from tinytitan.chat.client import ChatClient, ChatError
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target
-from tinytitan.chat.session import Session, user_item
+from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session, user_item
 from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.engine.compaction import HANDOVER_ASK
 from tinytitan.testing.scripts import STUB_MODEL, script
@@ -75,6 +75,34 @@ def test_reasoning(chat: ChatApp, capsys: pytest.CaptureFixture[str], server: Li
         run_command(chat, "/reasoning loud")
     run_command(chat, "/reasoning default")
     assert chat.session.reasoning is None
+
+
+def test_max_tokens_shows_and_sets_the_cap(
+    chat: ChatApp, capsys: pytest.CaptureFixture[str], server: LiveServer
+) -> None:
+    chat.session.max_output_tokens = DEFAULT_MAX_TOKENS
+    run_command(chat, "/max-tokens")
+    assert "answers up to 2,048 tokens" in _said(capsys)
+    run_command(chat, "/max-tokens 300")
+    chat._handle("hello")
+    assert chat.session.max_output_tokens == 300 and server.recorded[-1]["max_new"] <= 300
+    run_command(chat, "/max-tokens off")
+    assert chat.session.max_output_tokens is None and "up to the context window" in _said(capsys)
+    with pytest.raises(ChatError, match="a number of tokens or off, not 'lots'"):
+        run_command(chat, "/max-tokens lots")
+
+
+def test_compact_says_what_the_note_holds_and_what_the_passes_did(
+    chat: ChatApp, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat._handle("hello")
+    capsys.readouterr()
+    run_command(chat, "/compact")
+    first, rest = _said(capsys).split("\n", 1)
+    said = " ".join(rest.split())  # the console wraps a long line
+    assert first == "compacting…"
+    assert said.startswith(f"compacted 2 items into a note of {len(NOTE)} characters (model); its passes read ")
+    assert said.endswith(" and wrote 2, discarded passes included")
 
 
 def test_save_load_and_compact(chat: ChatApp, tmp_path: Path, server: LiveServer) -> None:

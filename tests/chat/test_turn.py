@@ -45,8 +45,8 @@ class View:
     def finish(self, response: dict[str, Any]) -> None:
         self.log.append(("finish", response["status"]))
 
-    def interrupted(self) -> None:
-        self.log.append(("interrupted", None))
+    def interrupted(self, reason: str | None = None) -> None:
+        self.log.append(("interrupted", reason))
 
     def failed(self, message: str) -> None:
         self.log.append(("failed", message))
@@ -148,3 +148,45 @@ def test_a_failed_turn_is_rolled_back(server: LiveServer) -> None:
     with pytest.raises(ServerDown):
         runner.run("hi")
     assert runner.session.items == []
+
+
+PARAGRAPH = "The fox went down to the river, looked at the water and went home again to his mother. "
+
+
+def test_an_answer_that_repeats_forever_is_stopped_early_and_one_copy_kept() -> None:
+    """The scripted model repeats one paragraph without end (a minute of it at this pace, far more
+    than the cap allows): the chat stops the stream after a few copies and says why."""
+    forever = {"text": "Once upon a time. " + PARAGRAPH * 5000, "chunk_delay_ms": 10}
+    with live_server(StubBackend(script({"reply": forever}, context_window=1_000_000))) as live:
+        log: list[tuple[str, Any]] = []
+        runner = TurnRunner(ChatClient(live.url), Session(STUB_MODEL), lambda: View(log))
+        assert runner.run("write a long story") == "stopped"
+        shown = "".join(text for kind, text in log if kind == "text")
+        assert len(shown) < 20 * len(PARAGRAPH)
+        assert log[-1] == ("interrupted", f"the answer kept repeating the same {len(PARAGRAPH)} characters")
+        kept = runner.session.items[-1]["content"][0]["text"]
+        assert kept.startswith("Once upon a time. The fox") and kept.count("looked at the water") == 1
+        assert _eventually_empty(live)  # the server's generation was cancelled
+        live.engine.backend.script["rules"] = [{"reply": {"text": "hello"}}]  # type: ignore[attr-defined]
+        assert runner.run("again") == "done"  # the slot is free
+
+
+def _eventually_empty(live: LiveServer) -> bool:
+    import time
+
+    deadline = time.monotonic() + 30
+    while live.engine.jobs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not live.engine.jobs
+
+
+def test_thinking_that_repeats_forever_is_stopped_too() -> None:
+    forever = {"reasoning": PARAGRAPH * 5000, "text": "never reached", "chunk_delay_ms": 10}
+    with live_server(StubBackend(script({"reply": forever}, context_window=1_000_000))) as live:
+        log: list[tuple[str, Any]] = []
+        runner = TurnRunner(ChatClient(live.url), Session(STUB_MODEL), lambda: View(log))
+        assert runner.run("think hard") == "stopped"
+        assert log[-1] == ("interrupted", f"the thinking kept repeating the same {len(PARAGRAPH)} characters")
+        assert not any(kind == "text" for kind, _ in log)
+        assert [i["role"] for i in runner.session.items] == ["user"]  # nothing was answered
+        assert _eventually_empty(live)

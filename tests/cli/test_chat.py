@@ -28,8 +28,10 @@ SLOW = " ".join(f"w{i}" for i in range(400))  # 400 deltas, 150 ms apart: a minu
 NOTE = "Handover: the user asked about apples."
 CODE_ANSWER = "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
 
+PARAGRAPH = "The fox went down to the river, looked at the water and went home again. "
 RULES: list[dict[str, Any]] = [
-    {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE}},
+    {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE, "chunk_delay_ms": 250}},  # 2-3 s
+    {"when": {"user_contains": "story"}, "reply": {"text": PARAGRAPH * 3000, "chunk_delay_ms": 5}},
     {"when": {"user_contains": "slowly"}, "reply": {"text": SLOW, "chunk_delay_ms": 150}},
     {"when": {"user_contains": "code"}, "reply": {"reasoning": "Code wanted.", "text": CODE_ANSWER}},
     {"when": {"user_contains": "apples"}, "reply": {"text": "Apples are red."}},
@@ -83,6 +85,22 @@ def test_two_turns_then_ctrl_d_exits_0(server: ServerProcess, tmp_path: Path) ->
     assert _user_texts(last) == ["hi there", "and apples?"]
     assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user"]
     assert last["stream"] is True
+
+
+def test_the_answer_cap_is_shown_and_a_looping_answer_is_stopped(server: ServerProcess, tmp_path: Path) -> None:
+    """The chat caps answers at 2,048 tokens by default (the banner says so); an answer that repeats
+    one paragraph without end is stopped after a few copies, with one line saying why."""
+    child = spawn_chat("--url", server.url, data_home=tmp_path / "data", cwd=tmp_path)
+    child.expect_exact("answers up to 2,048 tokens (/max-tokens changes it)")
+    child.expect_exact(PROMPT)
+    child.sendline("tell me a long story")
+    child.expect_exact(f"stopped: the answer kept repeating the same {len(PARAGRAPH)} characters")
+    child.expect_exact(PROMPT)
+    assert "hello from tinytitan" in _ask(child, "hi")
+    assert _leave(child) == 0
+    story, hi = _requests(server)[-2:]
+    assert story["max_new"] == 2048
+    assert hi["messages"][1]["role"] == "assistant" and hi["messages"][1]["content"].count("looked at the water") == 1
 
 
 def test_ctrl_c_mid_answer_keeps_the_conversation(server: ServerProcess, tmp_path: Path) -> None:
@@ -155,6 +173,8 @@ def test_save_then_compact_and_load(server: ServerProcess, tmp_path: Path) -> No
     child.expect_exact("loaded 2 items (1 turns)")
     child.expect_exact(PROMPT)
     child.sendline("/compact")
+    child.expect(r"compacting… \d+ s \(Ctrl-C stops\)")  # the seconds count while the server works
+    child.expect(r"compacting: \d+\.\d s")
     child.expect_exact("compacted 2 items into a note")
     child.expect_exact(PROMPT)
     _ask(child, "what next?")
@@ -248,6 +268,17 @@ def test_pipe_mode_error_is_a_line_and_the_session_goes_on(tmp_path: Path) -> No
     assert result.returncode == 1
     assert result.stdout == "hello from tinytitan\n"
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_tools_are_not_offered_to_a_model_without_a_tool_call_syntax(server: ServerProcess) -> None:
+    """The chat reads the fact from /v1/models?details=true, says so once and sends no tools."""
+    result = _pipe("--url", server.url, "--tools", stdin="hi\n")
+    assert result.returncode == 0 and _requests(server)[-1]["tools"] != []  # the stub model can call tools
+    with serve_stub_process(script(*RULES, tool_calls=False)) as plain_model:
+        result = _pipe("--url", plain_model.url, "--tools", stdin="hi\nhello\n")
+        assert result.returncode == 0 and result.stdout == "hello from tinytitan\nhello from tinytitan\n"
+        assert result.stderr.count("has no tool-call syntax; --tools is off") == 1
+        assert [r["tools"] for r in _requests(plain_model)] == [[], []]
 
 
 def test_pipe_mode_with_memory_in_process_remembers_under_the_chat_directory(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import respx
@@ -20,7 +21,7 @@ from tinytitan.engine.backends.base import Backend
 from tinytitan.engine.backends.mlx.facts import size_on_disk
 from tinytitan.engine.catalog import CatalogEntry, scan
 from tinytitan.engine.manager import ModelManager
-from tinytitan.testing.catalog import build_catalog, fake_hub_repo
+from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo
 from tinytitan.testing.server import LiveServer, live_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,9 @@ def _no_local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
 
 
+QWEN = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}  # the tiny model's generation_config
+
+
 def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]:
     return {
         "id": model_id,
@@ -52,6 +56,8 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "reasoning_levels": ["off", "on"],
         "default_reasoning": "on",
         "tool_call_family": "json_tools",
+        "tool_calls": True,
+        "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",
         "repo_id": None,
@@ -67,7 +73,13 @@ def test_json_lists_the_catalog_and_what_was_skipped(tiny_dir: Path, tmp_path: P
     assert json.loads(result.output) == {
         "models": [
             _expected(root, "tiny-a"),
-            _expected(root, "tiny-b", context_window=4096, default_reasoning="off"),
+            _expected(
+                root,
+                "tiny-b",
+                context_window=4096,
+                default_reasoning="off",
+                sampling_defaults={k: {"value": v, "from": "generation_config.json"} for k, v in B_DEFAULTS.items()},
+            ),
         ],
         "skipped": [{"path": str((root / "broken").resolve()), "reason": "config.json names no model_type"}],
     }
@@ -291,3 +303,19 @@ def test_lists_gguf_files_of_other_tools(tmp_path: Path, monkeypatch: pytest.Mon
     table = runner.invoke(app, ["models", "--cache-dir", str(tmp_path / "none")], env={"COLUMNS": "80"})
     assert "lmstudio:acme/Tiny-GGUF/smol.Q4_1" in table.output.replace("\n", "")
     assert all(len(line) <= 80 for line in table.output.splitlines())
+
+
+def test_the_tools_column_says_none_for_a_model_without_a_tool_call_syntax() -> None:
+    from rich.console import Console
+
+    from tinytitan.cli.models import render
+
+    rows: list[dict[str, Any]] = [
+        {"id": "plain", "tool_call_family": None, "tool_calls": False, "path": "/m/plain"},
+        {"id": "caller", "tool_call_family": "json_tools", "tool_calls": True, "path": "/m/caller"},
+        {"id": "remote", "path": "/m/remote"},  # an older server that does not say
+    ]
+    console = Console(width=200, record=True)
+    render(rows, console)
+    lines = {line.split()[0]: line.split() for line in console.export_text().splitlines()[1:]}
+    assert "none" in lines["plain"] and "json_tools" in lines["caller"] and "none" not in lines["remote"]

@@ -255,3 +255,38 @@ def test_a_catalog_that_cannot_be_served_is_a_clean_error(tiny_dir: Path, tmp_pa
     for args, message in cases:
         result = runner.invoke(app, ["serve", *args])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_the_banner_states_the_sampling_defaults_and_a_model_without_tool_calls(tmp_path: Path) -> None:
+    """serve --temperature sets a server-wide default (the banner says which value came from where);
+    with --memory, a model without a tool-call syntax is said once to get no memory block or tools."""
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"model": "plain", "tool_calls": False, "generation_config": {"top_k": 7}}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TINYTITAN_PORT": str(port), "TINYTITAN_MEMORY_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "tinytitan", "serve", "--stub", str(stub), "--memory", "--temperature", "0.4"]
+    proc = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(3)]
+        assert "'plain' has no tool-call syntax: its prompts get no memory block and no tools" in lines[1]
+        assert lines[2].strip() == (
+            "Sampling defaults: temperature 0.4 (serve flag); top_p 0.9 (server default); "
+            "top_k 7 (generation_config.json); a request's own values win"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [("--top-p", "0", "--top-p must be in (0, 1], not 0"), ("--temperature", "3", "--temperature must be in [0, 2]")],
+)
+def test_a_sampling_flag_out_of_range_is_refused(tmp_path: Path, flag: str, value: str, message: str) -> None:
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"rules": []}))
+    result = runner.invoke(app, ["serve", "--stub", str(stub), flag, value])
+    assert result.exit_code == 2 and message in result.output

@@ -125,10 +125,29 @@ def test_repetition_loop_is_retried_once_with_a_plain_instruction() -> None:
     assert len(backend.recorded) == 2
 
 
-def test_usage_sums_every_pass() -> None:
-    result, backend, _ = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Plain.")])
-    loop_tokens = backend.count_text(LOOP)
-    assert result.usage.completion_tokens == loop_tokens + backend.count_text("Plain.")
+def test_usage_sums_every_pass_the_stopped_one_too() -> None:
+    result, backend, seen = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Plain.")])
+    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    assert 0 < stopped < backend.count_text(LOOP)  # stopped at its sixth line, not at its end
+    assert result.tokens == backend.count_text("Plain.") and result.discarded == 1
+    assert seen[-1].endswith(f"2 passes wrote {result.usage.completion_tokens} tokens, 1 discarded as loops")
+
+
+@pytest.mark.parametrize(
+    "forever",
+    [
+        "\n".join(["- the build uses ruff with line length 110"] * 20_000),  # one line again and again
+        "The session was about ruff and its line length, which is 110. " * 20_000,  # a verbatim cycle, no lines
+    ],
+    ids=["lines", "cycle"],
+)
+def test_a_pass_that_repeats_forever_is_stopped_while_it_generates(forever: str) -> None:
+    """The first pass would write until its cap (2,048 tokens here); it stops within a few hundred."""
+    result, backend, seen = _run([_ask(HANDOVER_ASK, forever), _ask(RETRY_ASK, "Plain.")])
+    assert (result.note, result.passes, result.discarded) == ("Plain.", 2, 1)
+    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    assert 0 < stopped <= 300
+    assert any(f"compaction pass 1 was repeating itself: stopped after {stopped} tokens" in line for line in seen)
 
 
 def test_empty_note_twice_falls_back_to_extractive() -> None:

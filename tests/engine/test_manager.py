@@ -114,5 +114,6 @@ def test_one_model_is_resident_when_its_backend_is_loaded() -> None:
         "context_window": 1000,
         "reasoning_levels": ["off", "on"],
         "default_reasoning": "on",
+        "tool_calls": True,
         "resident": True,
     }

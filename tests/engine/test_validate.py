@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tinytitan.engine.defaults import GENERATION_CONFIG, REQUEST, SERVE_FLAG, SERVER_DEFAULT, model_defaults, with_flags
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import (
     ChatRequest,
@@ -406,21 +407,50 @@ def test_an_unknown_output_format_names_the_clients_field() -> None:
 # -- sampling ------------------------------------------------------------------------------------
 
 
-def test_omitted_sampling_falls_back_to_qwens_defaults() -> None:
-    sampling = ok().sampling
-    assert sampling == Sampling(temperature=0.6, top_p=0.95, top_k=20)
+def test_omitted_sampling_falls_back_to_the_conservative_server_default_not_another_familys() -> None:
+    validated = ok()
+    assert validated.sampling == Sampling(temperature=0.3, top_p=0.9, top_k=None)
+    assert validated.sampling_from == {"temperature": SERVER_DEFAULT, "top_p": SERVER_DEFAULT}
 
 
 def test_the_models_generation_config_wins_over_the_fallback() -> None:
     model = replace(MODEL, defaults={"temperature": 1, "top_k": 50, "repetition_penalty": 1.1})
-    sampling = ok(model=model).sampling
-    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.repetition_penalty) == (1.0, 0.95, 50, 1.1)
+    validated = ok(model=model)
+    sampling = validated.sampling
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.repetition_penalty) == (1.0, 0.9, 50, 1.1)
+    assert validated.sampling_from == {
+        "temperature": GENERATION_CONFIG,
+        "top_p": SERVER_DEFAULT,
+        "top_k": GENERATION_CONFIG,
+        "repetition_penalty": GENERATION_CONFIG,
+    }
+
+
+def test_a_publisher_default_and_a_serve_flag_say_where_they_came_from() -> None:
+    values, sources = model_defaults({"top_k": 40}, ["SmolLM2-135M-Instruct.Q4_1.gguf"])
+    model = with_flags(replace(MODEL, defaults=values, defaults_from=sources), {"top_p": 0.5, "min_p": None})
+    validated = ok(model=model, sampling=Sampling(seed=3))
+    assert (validated.sampling.temperature, validated.sampling.top_p, validated.sampling.top_k) == (0.2, 0.5, 40)
+    assert validated.sampling_from == {
+        "temperature": "publisher: SmolLM2 model card",
+        "top_p": SERVE_FLAG,
+        "top_k": GENERATION_CONFIG,
+    }
 
 
 def test_the_clients_values_win_over_every_default() -> None:
     asked = Sampling(temperature=0.0, top_p=1.0, top_k=1, repetition_penalty=1.3, presence_penalty=-2.0, seed=7)
     model = replace(MODEL, defaults={"temperature": 1, "top_p": 0.5, "top_k": 50, "repetition_penalty": 1.1})
-    assert ok(sampling=asked, model=model).sampling == asked
+    validated = ok(sampling=asked, model=model)
+    assert validated.sampling == asked
+    assert set(validated.sampling_from.values()) == {REQUEST}
+
+
+def test_a_model_without_a_tool_call_syntax_gets_no_tools_in_its_request() -> None:
+    tool = Tool("get_weather", parameters={"type": "object"})
+    assert ok(tools=(tool,)).tools == (tool,) and ok().tool_calls
+    validated = ok(tools=(tool,), model=replace(MODEL, tool_calls=False))
+    assert validated.tools == () and not validated.tool_calls
 
 
 @pytest.mark.parametrize(

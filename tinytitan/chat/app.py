@@ -11,7 +11,8 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -23,7 +24,7 @@ from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
 from tinytitan.chat.interrupts import sigint_held
 from tinytitan.chat.render import PlainView, RichView, TurnView
-from tinytitan.chat.session import Session
+from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
 from tinytitan.chat.tools import TOOLS
 from tinytitan.chat.turn import TurnRunner
 from tinytitan.settings import Settings
@@ -56,6 +57,25 @@ class ChatApp:
     def say(self, text: str, style: str | None = None) -> None:
         self.console.print(Text(text, style=style or ""))
 
+    @contextlib.contextmanager
+    def working(self, what: str) -> Iterator[None]:
+        """A line saying what the chat waits for: in a terminal it counts the seconds until it is done."""
+        if not self.interactive:
+            self.say(f"{what}…", style="dim")
+            yield
+            return
+        from rich.live import Live
+
+        started = time.monotonic()
+
+        class Elapsed:
+            def __rich__(self) -> Text:
+                return Text(f"{what}… {time.monotonic() - started:.0f} s (Ctrl-C stops)", style="dim")
+
+        with Live(Elapsed(), console=self.console, refresh_per_second=4, transient=True):
+            yield
+        self.say(f"{what}: {time.monotonic() - started:.1f} s", style="dim")
+
     def error(self, message: str) -> None:
         self.console.print(Text(f"error: {message}", style="red"))
 
@@ -77,6 +97,7 @@ class ChatApp:
         self.say(f"TinyTitan chat · {self.session.model} · {self.target.where}", style="bold")
         tools = f" · tools: {', '.join(TOOLS)} (asks before each run)" if self.runner.confirm else ""
         self.say(f"/help for commands · Ctrl-C stops an answer · Ctrl-D leaves{tools}", style="dim")
+        self.say(f"{cap_note(self.session.max_output_tokens)} (/max-tokens changes it)", style="dim")
 
     def _handle(self, line: str) -> str | None:
         """One line from the user; returns ``EXIT`` to leave. ``ServerDown`` propagates."""
@@ -137,6 +158,10 @@ class ChatApp:
         return 1 if failed else 0
 
 
+def cap_note(cap: int | None) -> str:
+    return f"answers up to {cap:,} tokens" if cap else "answers up to the context window (no cap)"
+
+
 def _decline(_name: str, _arguments: str) -> bool:
     sys.stderr.write("a tool call needs a yes from a terminal; declined (stdin is not one)\n")
     return False
@@ -157,8 +182,12 @@ def run_chat(options: ChatOptions) -> int:
         if options.url and options.model and not target.client.accepts(options.model):
             sys.stderr.write(f"tinytitan chat: the server does not serve '{options.model}'\n")
             return code
-        session = Session(model, options.system, options.server.reasoning, options.max_tokens)
-        app = ChatApp(target, session, interactive=interactive, tools=options.tools)
+        cap = DEFAULT_MAX_TOKENS if options.max_tokens is None else options.max_tokens or None
+        session = Session(model, options.system, options.server.reasoning, cap)
+        tools = options.tools and target.client.tool_calls(model) is not False
+        if options.tools and not tools:  # said once; the model would never call them
+            sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
+        app = ChatApp(target, session, interactive=interactive, tools=tools)
         code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code
     except ServerDown as exc:

@@ -152,6 +152,18 @@ class ChatClient:
         data = self._request("GET", "/v1/models").json().get("data") or []
         return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
 
+    def tool_calls(self, model: str) -> bool | None:
+        """Whether ``model`` can call tools, as ``/v1/models?details=true`` says; None when it does not say."""
+        try:
+            data = self._request("GET", "/v1/models", params={"details": "true"}).json().get("data") or []
+        except (ChatError, ValueError):  # another server's refusal, or not JSON: it does not say
+            return None
+        for entry in data:
+            facts = entry.get("tinytitan") if isinstance(entry, dict) and entry.get("id") == model else None
+            if isinstance(facts, dict) and isinstance(facts.get("tool_calls"), bool):
+                return bool(facts["tool_calls"])
+        return None
+
     def accepts(self, model: str) -> bool:
         """Whether the server takes this name (any id it would serve, listed or not)."""
         try:

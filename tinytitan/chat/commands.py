@@ -1,5 +1,5 @@
-"""Slash commands: ``/help``, ``/clear``, ``/system``, ``/reasoning``, ``/save``, ``/load``,
-``/compact``, ``/model``, ``/exit``. Each takes the chat and the rest of the line."""
+"""Slash commands: ``/help``, ``/clear``, ``/system``, ``/reasoning``, ``/max-tokens``, ``/save``,
+``/load``, ``/compact``, ``/model``, ``/exit``. Each takes the chat and the rest of the line."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "EXIT", "HELP", "is_command", "run_command"]
 
 EXIT = "exit"
-_NAME = re.compile(r"^/[a-z]+$")
+_NAME = re.compile(r"^/[a-z]+(-[a-z]+)?$")
 
 HELP = """\
 /help               this list
 /clear              start a new conversation (the system prompt stays)
 /system [TEXT]      show or set the system prompt (/system - removes it)
 /reasoning [LEVEL]  show or set the reasoning level (off, on, minimal, low, medium, high, xhigh, max, default)
+/max-tokens [N|off] show or set the answers' output cap (off: up to the context window)
 /save FILE          save the conversation (a Responses request: `tinytitan compact FILE` reads it)
 /load FILE          continue a saved conversation
 /compact            replace the conversation by the server's compaction note
@@ -84,6 +85,19 @@ def _reasoning(chat: ChatApp, arg: str) -> None:
     chat.say(f"reasoning: {level}{note}", style="dim")
 
 
+def _max_tokens(chat: ChatApp, arg: str) -> None:
+    from tinytitan.chat.app import cap_note
+
+    if arg:
+        if arg.lower() in ("off", "none", "0"):
+            chat.session.max_output_tokens = None
+        elif arg.isdigit():
+            chat.session.max_output_tokens = int(arg)
+        else:
+            raise ChatError(f"/max-tokens takes a number of tokens or off, not '{arg}'")
+    chat.say(cap_note(chat.session.max_output_tokens), style=None if not arg else "dim")
+
+
 def _path(arg: str, command: str) -> Path:
     if not arg:
         raise ChatError(f"{command} needs a file name")
@@ -115,20 +129,29 @@ def _load(chat: ChatApp, arg: str) -> None:
 
 
 def _compact(chat: ChatApp, _arg: str) -> None:
+    from tinytitan.engine.compaction import decode_payload
+    from tinytitan.engine.errors import InvalidRequest
+
     if not chat.session.items:
         chat.say("nothing to compact yet", style="dim")
         return
     before = len(chat.session.items)
-    chat.say("compacting…", style="dim")
-    result = chat.target.client.compact({"model": chat.session.model, "input": chat.session.items})
+    with chat.working("compacting"):
+        result = chat.target.client.compact({"model": chat.session.model, "input": chat.session.items})
     output = [i for i in result.get("output") or [] if isinstance(i, dict)]
-    if not any(i.get("type") == "compaction" for i in output):
+    item = next((i for i in output if i.get("type") == "compaction"), None)
+    if item is None:
         raise ChatError("the server's compaction answer holds no compaction item")
+    try:
+        note = decode_payload(item.get("encrypted_content"))
+    except InvalidRequest as exc:
+        raise ChatError(f"the server's compaction note is unreadable: {exc.message}") from None
     chat.session.items[:] = output
     usage = result.get("usage") or {}
     chat.say(
-        f"compacted {before} items into a note ({usage.get('output_tokens', '?')} tokens written, "
-        f"{usage.get('input_tokens', '?')} read)",
+        f"compacted {before} items into a note of {len(str(note['summary'])):,} characters ({note.get('mode')}); "
+        f"its passes read {usage.get('input_tokens', '?')} tokens and wrote {usage.get('output_tokens', '?')}, "
+        "discarded passes included",
         style="dim",
     )
 
@@ -150,6 +173,7 @@ COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
     "/clear": _clear,
     "/system": _system,
     "/reasoning": _reasoning,
+    "/max-tokens": _max_tokens,
     "/save": _save,
     "/load": _load,
     "/compact": _compact,

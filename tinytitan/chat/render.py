@@ -32,7 +32,7 @@ class TurnView(Protocol):
     def text(self, text: str) -> None: ...
     def tool_call(self, name: str, arguments: str) -> None: ...
     def finish(self, response: dict[str, Any]) -> None: ...
-    def interrupted(self) -> None: ...
+    def interrupted(self, reason: str | None = None) -> None: ...
     def failed(self, message: str) -> None: ...
 
 
@@ -173,10 +173,11 @@ class RichView:
         first = self._first - self._started if self._first is not None else None
         self.console.print(Text(usage_line(response, seconds, first), style="dim"))
 
-    def interrupted(self) -> None:
+    def interrupted(self, reason: str | None = None) -> None:
         self._stop()
         self._print_answer()
-        self.console.print(Text("⏹ stopped (the conversation is kept)", style="yellow"))
+        why = f": {reason}" if reason else ""
+        self.console.print(Text(f"⏹ stopped{why} (the conversation is kept)", style="yellow"))
 
     def failed(self, message: str) -> None:
         self._stop()
@@ -218,8 +219,11 @@ class PlainView:
             sys.stdout.write("\n")
             sys.stdout.flush()
 
-    def interrupted(self) -> None:
+    def interrupted(self, reason: str | None = None) -> None:
         self.finish({})
+        if reason:
+            sys.stderr.write(f"stopped: {reason}\n")
+            sys.stderr.flush()
 
     def failed(self, message: str) -> None:
         self.finish({})

@@ -16,7 +16,9 @@ from typing import Any
 
 from tinytitan.jsonfile import read_json
 
-__all__ = ["Session", "SessionFileError", "assistant_item", "user_item"]
+__all__ = ["DEFAULT_MAX_TOKENS", "Session", "SessionFileError", "assistant_item", "user_item"]
+
+DEFAULT_MAX_TOKENS = 2048  # the chat's output cap unless --max-tokens or /max-tokens says otherwise
 
 
 class SessionFileError(ValueError):

@@ -5,7 +5,9 @@ items the server returned, and — when the model called the chat's tools — as
 appends their outputs and sends the conversation again (up to ``MAX_TOOL_ROUNDS``).
 
 Ctrl-C while an answer streams closes the HTTP stream (the server cancels the generation) and
-keeps the conversation: the message stays, with the part of the answer that was shown. A failed
+keeps the conversation: the message stays, with the part of the answer that was shown. An answer
+that falls into a verbatim cycle (``tinytitan.engine.cycles``) is stopped the same way, with one
+line saying so; the conversation keeps one copy of the repeated text. A failed
 turn is rolled back, so the history is as it was before the message.
 """
 
@@ -29,6 +31,7 @@ from tinytitan.chat.interrupts import sigint_held
 from tinytitan.chat.render import TurnView
 from tinytitan.chat.session import Session, assistant_item, user_item
 from tinytitan.chat.tools import run_tool, tool_specs
+from tinytitan.engine.cycles import CycleDetector
 
 __all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner"]
 
@@ -74,6 +77,7 @@ class TurnRunner:
         view = self.new_view()
         shown: list[str] = []
         calls: list[ToolCallItem] = []
+        loop, thinking_loop = CycleDetector(), CycleDetector()
         with view:
             try:
                 with contextlib.closing(self.client.stream(self.session.body(self._tools()))) as events:
@@ -81,8 +85,12 @@ class TurnRunner:
                         if isinstance(event, TextDelta):
                             shown.append(event.text)
                             view.text(event.text)
+                            if loop.feed(event.text) is not None:
+                                break
                         elif isinstance(event, ReasoningDelta):
                             view.thought(event.text)
+                            if thinking_loop.feed(event.text) is not None:
+                                break
                         elif isinstance(event, ToolCallItem):
                             calls.append(event)
                             view.tool_call(event.name, event.arguments)
@@ -91,6 +99,17 @@ class TurnRunner:
                                 self.session.items.extend(event.output)
                                 view.finish(event.response)
                             return "done", calls
+                with sigint_held():  # left for a cycle: a stream without completion raises ServerDown
+                    self.client.reset()
+                    kept = "".join(shown)
+                    if loop.cycle is not None:  # one copy of the repeated text is enough
+                        kept = kept[: len(kept) - loop.cycle.span + loop.cycle.period]
+                    if kept:
+                        self.session.items.append(assistant_item(kept))
+                    cycle, where = (loop.cycle, "answer") if loop.cycle else (thinking_loop.cycle, "thinking")
+                    assert cycle is not None
+                    view.interrupted(f"the {where} kept repeating the same {cycle.period:,} characters")
+                return "stopped", []
             except KeyboardInterrupt:
                 with sigint_held():  # a second Ctrl-C must not leave the history half-kept
                     self.client.reset()  # the interrupted connection is not reused
@@ -101,7 +120,6 @@ class TurnRunner:
             except ChatError as exc:
                 view.failed(str(exc))
                 raise
-        return "done", calls  # unreachable: a stream without completion raises ServerDown
 
     def _run_calls(self, calls: list[ToolCallItem]) -> bool:
         """Answer every call (run, declined, or not offered); False when the user stopped the turn."""

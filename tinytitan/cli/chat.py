@@ -44,7 +44,9 @@ def chat(
     thinking: Thinking = None,
     api_key: Annotated[str | None, option("--api-key", "The server's API key (sent as a Bearer token).", "KEY")] = None,
     system: str = typer.Option(None, "--system", help="A system prompt (/system changes it)."),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="Cap each answer (tokens)."),
+    max_tokens: int = typer.Option(
+        None, "--max-tokens", help="Cap each answer (tokens; default 2048, 0: up to the context window)."
+    ),
     tools: bool = typer.Option(
         False, "--tools", help="Offer the model read_file and list_directory (asks before each run)."
     ),
@@ -58,6 +60,8 @@ def chat(
     flags = ModelFlags(
         model=None if url else model, stub=stub, max_context=max_context, reasoning=reasoning, thinking=thinking
     )
+    if max_tokens is not None and max_tokens < 0:
+        raise fail("chat", f"--max-tokens takes a number of tokens (0: no cap), not {max_tokens}")
     try:
         server = flags.settings(memory=memory, memory_dir=memory_dir(memory_directory), launch_dir=os.getcwd())
     except ValueError as exc:

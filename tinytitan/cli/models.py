@@ -95,7 +95,7 @@ def _table(rows: list[dict[str, Any]], *, where: bool) -> Any:
             _size(row.get("size_bytes")),
             _context(row.get("context_window")),
             " ".join(levels) if levels else ("-" if levels is None else "none"),
-            row.get("tool_call_family") or "-",
+            row.get("tool_call_family") or ("none" if row.get("tool_calls") is False else "-"),
         ]
         table.add_row(*cells, *([_where(row)] if where else []))
     return table

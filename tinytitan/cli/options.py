@@ -27,13 +27,18 @@ __all__ = [
     "MaxContext",
     "Memory",
     "MemoryDir",
+    "MinP",
     "Model",
     "ModelFlags",
     "ModelId",
     "ModelsDir",
     "Reasoning",
+    "RepetitionPenalty",
     "Stub",
+    "Temperature",
     "Thinking",
+    "TopK",
+    "TopP",
     "memory_dir",
     "option",
     "reasoning_level",
@@ -82,6 +87,14 @@ MemoryDir = Annotated[
         "Where the memory journals live (default: tinytitan/memory in the user's data directory).",
         "DIR",
     ),
+]
+_SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"
+Temperature = Annotated[float | None, option("--temperature", f"Sampling temperature: {_SAMPLING}.", "T")]
+TopP = Annotated[float | None, option("--top-p", f"Nucleus sampling mass: {_SAMPLING}.", "P")]
+TopK = Annotated[int | None, option("--top-k", f"Sample from the K likeliest tokens: {_SAMPLING}.", "K")]
+MinP = Annotated[float | None, option("--min-p", f"Drop tokens below P x the likeliest: {_SAMPLING}.", "P")]
+RepetitionPenalty = Annotated[
+    float | None, option("--repetition-penalty", f"Penalty on repeated tokens: {_SAMPLING}.", "R")
 ]
 _FLAGS: dict[str, Any] = {
     "model": Model,

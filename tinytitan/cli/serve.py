@@ -14,8 +14,13 @@ from tinytitan.cli.options import (
     Dtype,
     Memory,
     MemoryDir,
+    MinP,
     ModelFlags,
     ModelsDir,
+    RepetitionPenalty,
+    Temperature,
+    TopK,
+    TopP,
     memory_dir,
     option,
     with_model_flags,
@@ -24,6 +29,7 @@ from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 if TYPE_CHECKING:
     from tinytitan.engine.distributed import Distributed
+    from tinytitan.engine.request import ModelInfo
 
 __all__ = ["serve"]
 
@@ -143,6 +149,11 @@ def serve(
         int, option("--memory-max-records", "Records kept per workspace; beyond it the least important go first.")
     ] = 5000,
     memory_max_mib: Annotated[int, option("--memory-max-mib", "Memory kept per workspace (MiB).")] = 32,
+    temperature: Temperature = None,
+    top_p: TopP = None,
+    top_k: TopK = None,
+    min_p: MinP = None,
+    repetition_penalty: RepetitionPenalty = None,
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -175,6 +186,9 @@ def serve(
             memory_max_mib=memory_max_mib,
             launch_dir=os.getcwd(),
             models_dirs=tuple(str(d) for d in models_dir),
+            sampling_defaults=_given(
+                temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty
+            ),
         )
         settings.check()
     except ValueError as exc:  # a bad reasoning level, a SettingsError
@@ -200,6 +214,11 @@ serve.__doc__ = (
 )
 
 
+def _given(**values: float | None) -> dict[str, float]:
+    """The sampling flags given (the server-wide defaults)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _engine_note(settings: Settings) -> str:
     if settings.stub:
         return "scripted"
@@ -210,9 +229,14 @@ def _engine_note(settings: Settings) -> str:
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
 
 
-def _memory_note(settings: Settings) -> str:
+def _memory_note(settings: Settings, info: ModelInfo | None) -> str:
     from tinytitan.engine.memory.scope import refused_reason
 
+    if info is not None and not info.tool_calls:
+        return (
+            f"Memory on, but '{info.id}' has no tool-call syntax: its prompts get no memory block and no tools "
+            f"(journals in {settings.memory_dir})"
+        )
     note = f"Memory on: tools {settings.memory_tools}, journals in {settings.memory_dir}"
     if settings.memory_fsync:
         note += ", synced on every write"
@@ -250,6 +274,7 @@ def _follow(backend: Any, distributed: Distributed) -> NoReturn:
 
 def run_server(settings: Settings) -> None:
     from tinytitan.engine.backends.factory import build_backend, build_engine
+    from tinytitan.engine.defaults import describe_defaults
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
@@ -286,7 +311,12 @@ def run_server(settings: Settings) -> None:
     if distributed is not None:
         typer.echo(f"TinyTitan {distributed.describe()}", err=True)
     if settings.memory:
-        typer.echo(_memory_note(settings), err=True)
+        typer.echo(_memory_note(settings, None if engine.models.catalog else info), err=True)
+    if not engine.models.catalog:
+        typer.echo(f"Sampling defaults: {describe_defaults(info)}; a request's own values win", err=True)
+    elif settings.sampling_defaults:
+        flags = ", ".join(f"{k} {v:g}" for k, v in settings.sampling_defaults.items())
+        typer.echo(f"Sampling defaults of every model: {flags} (serve flags); the rest are each model's", err=True)
     try:
         from tinytitan.api.server import serve as serve_http
 

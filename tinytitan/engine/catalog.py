@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from tinytitan.engine.backends.mlx.facts import Description, check_loadable, describe, read_facts
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, hub_cache_dir
+from tinytitan.engine.defaults import applied_defaults
 from tinytitan.engine.request import ModelInfo
 
 __all__ = [
@@ -71,6 +72,8 @@ class CatalogEntry:
             "reasoning_levels": list(self.info.reasoning_levels),
             "default_reasoning": self.info.default_reasoning,
             "tool_call_family": self.about.tool_call_family,
+            "tool_calls": self.info.tool_calls,
+            "sampling_defaults": {k: {"value": v, "from": f} for k, (v, f) in applied_defaults(self.info).items()},
             "format": self.format,
             "origin": self.origin,
             "repo_id": self.repo_id,

@@ -6,12 +6,15 @@ at temperature 0 with thinking off, through ``Engine.complete`` (so the same que
 pass out of the caller's history:
 
 1. note lines that echo instruction lines are dropped;
-2. a repetition loop (≥ 6 lines of ≥ 16 chars whose distinct count × 2 < count) is a failed pass;
-   a failed (or empty) pass is retried once with a short plain instruction;
+2. a repetition loop (≥ 6 lines of ≥ 16 chars whose distinct count × 2 < count, or a verbatim
+   cycle: 400 characters or more said twice in a row, ``tinytitan.engine.cycles``) is a failed
+   pass — checked while the pass generates, which stops the moment it loops; a failed (or empty)
+   pass is retried once with a short plain instruction;
 3. still unusable → ``extractive``: the transcript trimmed to budget × 3 characters.
 
 A note over the budget (measured with the backend's own tokenizer) goes through a compression pass
-(``compressed``); still over → the note itself is trimmed (``extractive``). The note travels in a
+(``compressed``); still over → the note itself is trimmed (``extractive``). ``tokens`` is what the
+note holds; ``usage`` sums every pass, the discarded ones too (``discarded`` counts those). The note travels in a
 versioned payload: base64 of compact sorted-key JSON ``{createdAt, mode, model, summary, v}``.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import re
@@ -26,8 +30,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tinytitan.engine.cycles import CycleDetector
 from tinytitan.engine.errors import InvalidRequest, Unsupported
-from tinytitan.engine.events import Usage
+from tinytitan.engine.events import Finished, TextDelta, Usage
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Source
 from tinytitan.engine.service import Engine
 from tinytitan.engine.validate import message_text
@@ -204,8 +209,9 @@ class CompactionResult:
     tokens: int
     budget: int
     model: str
-    usage: Usage
+    usage: Usage  # every pass, the discarded ones too
     passes: int
+    discarded: int = 0  # passes stopped as repetition loops
 
     def payload(self) -> str:
         return encode_payload(self.note, self.mode, self.model)
@@ -225,6 +231,7 @@ class _Compactor:
         self.progress = progress or (lambda _msg: None)
         self.usage = Usage()
         self.passes = 0
+        self.discarded = 0
         self._estimated = False
 
     async def count(self, text: str) -> int:
@@ -250,7 +257,8 @@ class _Compactor:
             body = trim_middle(body, int(len(body) * room / tokens * 0.9))
         return body
 
-    async def run_pass(self, label: str, instruction: str, body: str, ask: str) -> str:
+    async def run_pass(self, label: str, instruction: str, body: str, ask: str) -> str | None:
+        """One pass's text; None when it fell into a loop (stopped then, not at its cap)."""
         self.passes += 1
         self.progress(f"compaction pass {self.passes} ({label})…")
         body = await self.fit(body, instruction)
@@ -263,15 +271,41 @@ class _Compactor:
             workspace=self.workspace,
             internal=True,
         )
-        result = await self.engine.complete(request)
-        self.usage = self.usage + result.finished.usage
-        return result.text.strip()
+        job = await self.engine.prepare(request)
+        parts: list[str] = []
+        cycles = CycleDetector(repeats=2, min_span=400)  # a note never says 400 characters twice in a row
+        async with contextlib.aclosing(job.events()) as events:  # leaving it closes the job
+            async for event in events:
+                if isinstance(event, Finished):
+                    self.usage = self.usage + event.usage
+                elif isinstance(event, TextDelta):
+                    parts.append(event.text)
+                    looped = cycles.feed(event.text) is not None
+                    if looped or ("\n" in event.text and is_repetition_loop("".join(parts))):
+                        await self.stopped(request, "".join(parts))
+                        return None
+        return "".join(parts).strip()
+
+    async def stopped(self, request: ChatRequest, text: str) -> None:
+        """A looping pass, stopped: its work joins the usage (its tokens counted here), it is discarded."""
+        self.discarded += 1
+        try:
+            prompt = await self.engine.count_tokens(request)
+        except Unsupported:
+            prompt = 0
+        written = await self.count(text)
+        self.usage = self.usage + Usage(prompt_tokens=prompt, completion_tokens=written)
+        log.info("compaction: pass %d fell into a repetition loop; stopped after %d tokens", self.passes, written)
+        self.progress(f"compaction pass {self.passes} was repeating itself: stopped after {written} tokens")
+        return None
 
     async def usable(self, label: str, instruction: str, body: str, ask: str) -> str | None:
         """One pass with guards 1 and 2; ``None`` when the pass failed."""
-        note = drop_echoed_lines(await self.run_pass(label, instruction, body, ask), instruction)
-        if is_repetition_loop(note):
+        text = await self.run_pass(label, instruction, body, ask)
+        note = drop_echoed_lines(text, instruction) if text is not None else None
+        if note is not None and is_repetition_loop(note):
             log.info("compaction: pass %d is a repetition loop; discarded", self.passes)
+            self.discarded += 1
             return None
         return note or None
 
@@ -331,5 +365,10 @@ async def compact(
                 mode = "extractive"
     info_model = engine.info_for(model).id
     log.info("compaction: mode %s, %d tokens (budget %d, %d passes)", mode, tokens, budget, worker.passes)
-    worker.progress(f"compaction done: {mode}, {tokens} tokens (budget {budget})")
-    return CompactionResult(note, mode, tokens, budget, info_model, worker.usage, worker.passes)
+    written = worker.usage.completion_tokens
+    discarded = f", {worker.discarded} discarded as loops" if worker.discarded else ""
+    worker.progress(
+        f"compaction done: {mode}, a note of {tokens} tokens (budget {budget}); "
+        f"{worker.passes} pass{'es' if worker.passes > 1 else ''} wrote {written} tokens{discarded}"
+    )
+    return CompactionResult(note, mode, tokens, budget, info_model, worker.usage, worker.passes, worker.discarded)

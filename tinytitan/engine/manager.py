@@ -153,6 +153,7 @@ class ModelManager:
                 "context_window": slot.info.context_window,
                 "reasoning_levels": list(slot.info.reasoning_levels),
                 "default_reasoning": slot.info.default_reasoning,
+                "tool_calls": slot.info.tool_calls,
             }
         if slot.device is not None:
             facts["device"] = slot.device

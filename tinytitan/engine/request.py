@@ -168,10 +168,12 @@ class ModelInfo:
 
     id: str
     context_window: int
-    defaults: dict[str, Any] = field(default_factory=dict)  # generation_config sampling defaults
+    defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults: the model's, or a serve flag's
+    defaults_from: dict[str, str] = field(default_factory=dict)  # where each came from (``engine.defaults``)
     reasoning_levels: tuple[str, ...] = ("off", "on")  # what its template renders; () = no switch
     default_reasoning: str | None = "on"
     forced_tool_calls: bool = False  # whether the backend can force a tool call
+    tool_calls: bool = True  # whether it has a tool-call syntax (False: no tools or memory in its prompts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,8 @@ class ValidatedRequest:
     output_format: OutputFormat | None = None
     strip_cli: bool = False
     forced_tool: str | None = None  # name when a specific function is forced
+    sampling_from: dict[str, str] = field(default_factory=dict)  # where each sampling value came from
+    tool_calls: bool = True  # the model's ``ModelInfo.tool_calls``
 
     @property
     def request_id(self) -> str:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.backends.base import Backend, Prompt
 from tinytitan.engine.cpu_pool import CpuPool
+from tinytitan.engine.defaults import with_flags
 from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
@@ -55,6 +56,7 @@ class Engine:
         strip: StripRules | None = None,
         max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
+        sampling_defaults: Mapping[str, float] | None = None,
     ) -> None:
         self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
@@ -62,6 +64,7 @@ class Engine:
         self.max_concurrent = max(1, max_concurrent or own)
         self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
         self.default_reasoning = default_reasoning
+        self.sampling_defaults = dict(sampling_defaults or {})  # serve's --temperature …: over the model's
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
         self.jobs: set[Job] = set()  # admitted and not yet closed (ended at shutdown)
@@ -84,7 +87,7 @@ class Engine:
         info = self.models.info(model_id)
         if self.default_reasoning is not None:
             info = replace(info, default_reasoning=self.default_reasoning)
-        return info
+        return with_flags(info, self.sampling_defaults)
 
     def route(self, name: str) -> tuple[str, bool]:
         """The served id ``name`` means and whether the CLI strip applies; ``UnknownModel`` otherwise."""

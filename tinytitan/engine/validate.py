@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
+from tinytitan.engine.defaults import REQUEST, applied_defaults
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.grammar import DEFAULT_TOOL_SCHEMA, compile_schema
 from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
@@ -38,7 +38,6 @@ MAX_STOP = 4
 MAX_STOP_BYTES = 256
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_FALLBACK_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
 # where a server-built value (no Source) would sit, in the neutral (Chat) spelling
 _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 
@@ -49,6 +48,7 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
     tools = _check_tools(request)
     tool_choice, forced = _check_tool_choice(request, tools, model)
     output_format = parse_output_format(request.output_format)
+    sampling, sampling_from = _check_sampling(request, model)
     resolution = resolve_level(
         request.reasoning,
         model.reasoning_levels,
@@ -61,15 +61,17 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
         model_id=model.id,
         system=system,
         turns=turns,
-        tools=() if tool_choice == "none" else tools,
+        tools=tools if tool_choice != "none" and model.tool_calls else (),  # no syntax: no tools in its prompt
         tool_choice=tool_choice,
-        sampling=_check_sampling(request, model),
+        sampling=sampling,
         stop=_check_stop(request),
         cap=_check_cap(request, model),
         reasoning_level=resolution.level,
         output_format=output_format,
         strip_cli=strip_cli,
         forced_tool=forced,
+        sampling_from=sampling_from,
+        tool_calls=model.tool_calls,
     )
 
 
@@ -284,7 +286,7 @@ def _in_range(value: float | None, low: float, high: float, *, param: str, low_o
         raise InvalidRequest(f"{param} must be in {bracket}{low:g}, {high:g}], got {value:g}", param=param)
 
 
-def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
+def _check_sampling(request: ChatRequest, model: ModelInfo) -> tuple[Sampling, dict[str, str]]:
     s = request.sampling
     _in_range(s.temperature, 0.0, request.temperature_max, param="temperature")
     _in_range(s.top_p, 0.0, 1.0, param="top_p", low_open=not request.top_p_zero)
@@ -301,19 +303,21 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> Sampling:
         )
     if s.seed is not None and not 0 <= s.seed < 2**64:
         raise InvalidRequest("seed must be an unsigned 64-bit integer", param="seed")
-    defaults: dict[str, Any] = {**_FALLBACK_SAMPLING, **model.defaults}
-    return Sampling(
-        temperature=s.temperature if s.temperature is not None else float(defaults["temperature"]),
-        top_p=s.top_p if s.top_p is not None else float(defaults["top_p"]),
-        top_k=s.top_k if s.top_k is not None else int(defaults["top_k"]),
-        min_p=float(defaults["min_p"]) if defaults.get("min_p") else None,
-        repetition_penalty=s.repetition_penalty
-        if s.repetition_penalty is not None
-        else defaults.get("repetition_penalty"),
+    asked = {k: getattr(s, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty")}
+    applied = applied_defaults(model) | {k: (v, REQUEST) for k, v in asked.items() if v is not None}
+    applied = {k: (v, source) for k, (v, source) in applied.items() if v or k != "min_p"}  # min_p 0: none
+    values = {k: v for k, (v, _) in applied.items()}
+    sampling = Sampling(
+        temperature=float(values["temperature"]),
+        top_p=float(values["top_p"]),
+        top_k=int(values["top_k"]) if values.get("top_k") is not None else None,
+        min_p=float(values["min_p"]) if values.get("min_p") else None,
+        repetition_penalty=values.get("repetition_penalty"),
         presence_penalty=s.presence_penalty,
         frequency_penalty=None,
         seed=s.seed,
     )
+    return sampling, {k: source for k, (_, source) in applied.items()}
 
 
 def _check_cap(request: ChatRequest, model: ModelInfo) -> int:

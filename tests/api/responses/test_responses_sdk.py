@@ -74,7 +74,7 @@ def test_object_has_every_field(client: Any) -> None:
     assert raw["id"].startswith("resp_") and len(raw["id"]) == 37
     assert raw["object"] == "response" and raw["status"] == "completed"
     assert raw["background"] is False and raw["service_tier"] == "default" and raw["truncation"] == "disabled"
-    assert raw["temperature"] == 0.6 and raw["top_p"] == 0.95  # the applied defaults, echoed
+    assert raw["temperature"] == 0.3 and raw["top_p"] == 0.9  # the applied (server) defaults, echoed
     assert raw["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
     kinds = [item["type"] for item in raw["output"]]
     assert kinds == ["reasoning", "message"]

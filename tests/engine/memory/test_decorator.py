@@ -101,6 +101,14 @@ def test_the_servers_own_request_gets_no_memory(tmp_path: Path) -> None:
     assert _last(engine)["system"] == "Summarize." and _last(engine)["tools"] == []
 
 
+def test_a_model_without_a_tool_call_syntax_gets_no_memory_block_and_no_tools(tmp_path: Path) -> None:
+    """It could call none of them, and a small model recites the instructions to the user (issue 26)."""
+    engine = memory_engine(tmp_path, TEXT)
+    stub_of(engine).script["tool_calls"] = False
+    complete(engine, request(system="You are a careful coder.", tools=(WRITE,)))
+    assert _last(engine)["system"] == "You are a careful coder." and _last(engine)["tools"] == []
+
+
 def test_the_declared_working_directory_is_the_workspace(tmp_path: Path) -> None:
     engine = memory_engine(tmp_path, TEXT)
     complete(engine, request(system="Working directory: /projects/claude-proj", workspace=None))

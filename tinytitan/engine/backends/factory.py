@@ -109,4 +109,5 @@ def build_engine(settings: Settings, backend: Backend | ModelManager | None = No
         default_reasoning=settings.reasoning,
         strip=StripRules(always=settings.strip_cli_prompt, tags=settings.strip_tags),
         memory=memory,
+        sampling_defaults=settings.sampling_defaults,
     )

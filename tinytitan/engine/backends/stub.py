@@ -121,6 +121,7 @@ class StubBackend(Backend):
             reasoning_levels=levels,
             default_reasoning=s.get("default_reasoning", "on" if "on" in levels else None),
             forced_tool_calls=bool(s.get("forced_tool_calls", False)),
+            tool_calls=bool(s.get("tool_calls", True)),
         )
 
     def count_text(self, text: str) -> int:
@@ -180,6 +181,7 @@ class StubBackend(Backend):
                     k: getattr(request.sampling, k)
                     for k in ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")
                 },
+                "sampling_from": dict(request.sampling_from),
                 "stop": list(request.stop),
                 "max_new": max_new,
                 "reasoning_level": request.reasoning_level,

@@ -109,8 +109,9 @@ class MemoryDecorator:
     async def plan(self, request: ValidatedRequest) -> MemoryPlan | None:
         """``request`` with memory merged in, or None when it gets no memory: no usable workspace,
         or a ``-fast`` (CLI-stripped) request — it asked for a bare prompt, and the strip removed the
-        system text that names its working directory."""
-        if request.strip_cli:
+        system text that names its working directory — or a model without a tool-call syntax: it could
+        call no memory tool, and would recite the instructions to the user."""
+        if request.strip_cli or not request.tool_calls:
             return None
         scope = self.scope_of(request)
         if scope is None:

@@ -24,6 +24,7 @@ from typing import Any
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable, context_window, read_json, sampling_defaults
 from tinytitan.engine.backends.mlx.syntax import FORCEABLE, tool_syntax
 from tinytitan.engine.backends.mlx.template import read_levels, read_template
+from tinytitan.engine.defaults import model_defaults
 from tinytitan.engine.request import ModelInfo
 
 __all__ = ["Description", "Facts", "check_loadable", "describe", "read_facts", "safetensors_params", "size_on_disk"]
@@ -55,19 +56,31 @@ class Description:
     tool_call_family: str | None
 
 
+def _names(path: Path) -> list[str]:
+    """What the publisher table may know the model by: its directory, its config's source name, and
+    for a converted GGUF file the file's own name and metadata name (never the served id: an alias)."""
+    names = [path.name, str(read_json(path / "config.json").get("_name_or_path") or "")]
+    source = read_json(path / "tinytitan-gguf.json")
+    return [*names, Path(str(source.get("gguf") or "")).name, str(source.get("name") or "")]
+
+
 def read_facts(path: Path, model_id: str, max_context: int | None = None) -> Facts:
     """Config, template and ``ModelInfo`` of the model in ``path``; ``ModelUnavailable`` if unusable."""
     config = read_json(path / "config.json")
     template = read_template(path)
     levels = read_levels(path, template)
     syntax = tool_syntax(path, template)
+    generation_config = sampling_defaults(read_json(path / "generation_config.json"))
+    defaults, defaults_from = model_defaults(generation_config, _names(path))
     info = ModelInfo(
         id=model_id,
         context_window=context_window(config, max_context),
-        defaults=sampling_defaults(read_json(path / "generation_config.json")),
+        defaults=defaults,
+        defaults_from=defaults_from,
         reasoning_levels=levels.levels,
         default_reasoning=levels.default,
         forced_tool_calls=syntax in FORCEABLE,
+        tool_calls=syntax is not None,
     )
     return Facts(path, config, template, syntax, info)
 

@@ -18,6 +18,7 @@ from tinytitan.engine.backends.mlx.gguf_file import GGUFError, read_gguf
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
 from tinytitan.engine.backends.mlx.syntax import FORCEABLE, tool_syntax
 from tinytitan.engine.backends.mlx.template import read_levels
+from tinytitan.engine.defaults import model_defaults
 from tinytitan.engine.request import ModelInfo
 
 __all__ = ["gguf_facts"]
@@ -38,12 +39,17 @@ def gguf_facts(path: Path, model_id: str, max_context: int | None = None) -> tup
         levels = read_levels(path, template)  # no tinytitan.json beside a file: the template decides
         family = tool_syntax(path, template)
         context = gguf.get(f"{arch}.context_length")
+        names = [path.name, *(str(gguf.get(f"general.{k}") or "") for k in ("name", "basename"))]
+        defaults, defaults_from = model_defaults({}, names)  # a GGUF file carries no sampling values
         info = ModelInfo(
             id=model_id,
             context_window=int(max_context or (context if isinstance(context, int) and context > 0 else 4096)),
             reasoning_levels=levels.levels,
             default_reasoning=levels.default,
+            defaults=defaults,
+            defaults_from=defaults_from,
             forced_tool_calls=family in FORCEABLE,
+            tool_calls=family is not None,
         )
         sizes: Counter[str] = Counter()
         for tensor in gguf.tensors.values():
