@@ -12,9 +12,9 @@ import pytest
 
 from tinytitan.api.anthropic.mapping import to_chat_request as from_messages
 from tinytitan.api.anthropic.protocol import MessagesRequest
+from tinytitan.api.chat_completions.mapping import to_chat_request as from_chat
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
-from tinytitan.api.chat_completions.translate import to_chat_request as from_chat
-from tinytitan.api.responses.inputs import to_chat_request as from_responses
+from tinytitan.api.responses.mapping import to_chat_request as from_responses
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import ChatRequest, ModelInfo

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tinytitan.api.anthropic.translate import MessagesStream
-from tinytitan.api.chat_completions.translate import ChatStream
+from tinytitan.api.anthropic.encode import MessagesStream
+from tinytitan.api.chat_completions.encode import ChatStream
 from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.api.sse import SSE

@@ -73,7 +73,7 @@ def to_chat_request(doc: Any, api: Api, *, model: str) -> ChatRequest:
     named = doc.get("model")
     doc = {**doc, "model": named if named == model + FAST_SUFFIX else model}
     if api == "responses":
-        from tinytitan.api.responses.inputs import to_chat_request as from_responses
+        from tinytitan.api.responses.mapping import to_chat_request as from_responses
         from tinytitan.api.responses.protocol import ResponsesRequest
 
         chat, _current = from_responses(_convert(doc, ResponsesRequest), history=[], resolve=lambda _id: None)
@@ -83,7 +83,7 @@ def to_chat_request(doc: Any, api: Api, *, model: str) -> ChatRequest:
         from tinytitan.api.anthropic.protocol import MessagesRequest
 
         return from_messages(_convert(doc, MessagesRequest), count_only=True)
+    from tinytitan.api.chat_completions.mapping import to_chat_request as from_chat
     from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
-    from tinytitan.api.chat_completions.translate import to_chat_request as from_chat
 
     return from_chat(_convert(doc, ChatCompletionRequest))

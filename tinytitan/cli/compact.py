@@ -44,7 +44,7 @@ def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
     summaries); Chat and Messages sessions go through their protocol's own mapper.
     """
     from tinytitan.api.offline import detect_api, to_chat_request
-    from tinytitan.api.responses.inputs import map_input
+    from tinytitan.api.responses.mapping import map_input
     from tinytitan.engine.request import Message
 
     if not isinstance(doc, dict | list):

@@ -13,8 +13,9 @@ from tinytitan.api.streaming import answer
 from tinytitan.engine.request import ChatRequest
 from tinytitan.engine.service import Engine
 
+from .encode import MessagesStream
+from .mapping import to_chat_request
 from .protocol import MessagesRequest
-from .translate import MessagesStream, to_chat_request
 
 __all__ = ["MessagesController"]
 

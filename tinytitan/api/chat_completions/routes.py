@@ -10,8 +10,9 @@ from tinytitan.api.deps import EngineDep
 from tinytitan.api.request_io import read_json
 from tinytitan.api.streaming import answer
 
+from .encode import ChatStream
+from .mapping import to_chat_request
 from .protocol import ChatCompletionRequest
-from .translate import ChatStream, to_chat_request
 
 __all__ = ["ChatCompletionsController"]
 

@@ -20,7 +20,7 @@ from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, 
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import Sampling, new_id
 
-from .inputs import new_item_id
+from .mapping import new_item_id
 from .protocol import ResponsesRequest
 
 __all__ = [

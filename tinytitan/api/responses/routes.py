@@ -14,7 +14,7 @@ from tinytitan.engine.compaction import compact
 from tinytitan.engine.errors import InvalidRequest
 
 from .encode import compaction_object
-from .inputs import MappedInput, map_input
+from .mapping import MappedInput, map_input
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn

@@ -30,7 +30,7 @@ from tinytitan.engine.request import Sampling
 from tinytitan.engine.service import Engine
 
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
-from .inputs import MappedInput, Resolver, map_input, to_chat_request
+from .mapping import MappedInput, Resolver, map_input, to_chat_request
 from .protocol import ResponsesRequest
 
 __all__ = ["COMPACTION_TRIGGER", "Finished", "GenerationTurn", "Turn", "WholeTurn", "start_turn"]

@@ -9,8 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from tinytitan.api.chat_completions.encode import ChatStream, completion_object, usage_object
+from tinytitan.api.chat_completions.mapping import to_chat_request
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
-from tinytitan.api.chat_completions.translate import ChatStream, completion_object, to_chat_request, usage_object
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion

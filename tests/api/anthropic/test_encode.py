@@ -9,15 +9,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from tinytitan.api.anthropic.protocol import MessagesRequest
-from tinytitan.api.anthropic.translate import (
+from tinytitan.api.anthropic.encode import (
     MessagesStream,
     message_object,
     stop_reason,
-    to_chat_request,
     tool_use_id,
     usage_object,
 )
+from tinytitan.api.anthropic.mapping import to_chat_request
+from tinytitan.api.anthropic.protocol import MessagesRequest
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion

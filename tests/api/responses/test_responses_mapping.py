@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.api.responses.inputs import map_input, map_tools, to_chat_request
+from tinytitan.api.responses.mapping import map_input, map_tools, to_chat_request
 from tinytitan.api.responses.protocol import ResponsesRequest, TextParam
 from tinytitan.engine.compaction import encode_payload
 from tinytitan.engine.errors import InvalidRequest

@@ -16,13 +16,10 @@ from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, 
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
-from .mapping import to_chat_request
-
 __all__ = [
     "MessagesStream",
     "message_object",
     "stop_reason",
-    "to_chat_request",
     "tool_use_id",
     "usage_object",
 ]
