@@ -146,7 +146,7 @@ def run_chat(options: ChatOptions) -> int:
     interactive = sys.stdin.isatty()
     try:
         target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
-    except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
+    except (ChatError, OSError, ValueError) as exc:  # --url not answering or refusing; a model not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
     except KeyboardInterrupt:  # while connecting
