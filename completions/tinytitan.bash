@@ -19,7 +19,7 @@ _tinytitan_options() {
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
         "completion") echo "--help" ;;
-        "models") echo "--models-dir --url --cache-dir --json --help" ;;
+        "models") echo "--models-dir --url --api-key --cache-dir --json --help" ;;
         "models pull") echo "--cache-dir --help" ;;
         "models rm") echo "--yes -y --cache-dir --help" ;;
     esac
@@ -32,7 +32,7 @@ _tinytitan_valued() {
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
-        "models") echo "--models-dir --url --cache-dir" ;;
+        "models") echo "--models-dir --url --api-key --cache-dir" ;;
         "models pull") echo "--cache-dir" ;;
         "models rm") echo "--cache-dir" ;;
     esac

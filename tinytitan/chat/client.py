@@ -73,7 +73,8 @@ TurnEvent = ReasoningDelta | TextDelta | ToolCallItem | Completed
 
 
 def _error_line(response: httpx.Response) -> str:
-    """The server's own message from an error envelope (OpenAI shape), else the status."""
+    """The server's own message from an error envelope (OpenAI shape), else the status; a conversation
+    too long for the model says how to go on."""
     try:
         body = json.loads(response.read() or b"{}")
     except ValueError:
@@ -81,7 +82,10 @@ def _error_line(response: httpx.Response) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("message"):
         param = f" ({error['param']})" if error.get("param") else ""
-        return f"{error['message']}{param}"
+        hint = ""
+        if error.get("code") == "context_length_exceeded":
+            hint = "; /compact replaces the conversation by a short note, /clear starts a new one"
+        return f"{error['message']}{param}{hint}"
     return f"the server answered {response.status_code} {response.reason_phrase}"
 
 

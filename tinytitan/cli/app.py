@@ -14,7 +14,7 @@ from tinytitan.cli.completion import completion
 from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.models import models_app
 from tinytitan.cli.polish import TitanGroup
-from tinytitan.cli.serve import serve
+from tinytitan.cli.serve import SERVE_EPILOG, serve
 
 __all__ = ["app", "main"]
 
@@ -50,7 +50,7 @@ def root(
     """TinyTitan: serve a local model to Claude Code, Codex, pi, Aider and the OpenAI / Anthropic SDKs."""
 
 
-app.command("serve")(serve)
+app.command("serve", epilog=SERVE_EPILOG)(serve)
 app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)

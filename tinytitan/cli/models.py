@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from tinytitan.cli.common import fail
-from tinytitan.cli.options import ModelsDir, option
+from tinytitan.cli.options import option
 
 __all__ = ["models_app", "render"]
 
@@ -28,6 +28,17 @@ models_app = typer.Typer(
 _CACHE_DIR = typer.Option(
     None, "--cache-dir", envvar="HF_HUB_CACHE", metavar="DIR", help="The Hugging Face hub cache (default: HF's own)."
 )
+
+
+ModelsDir = Annotated[
+    list[Path],
+    option(
+        "--models-dir",
+        "List the model directories in DIR, or 'hf' for the Hugging Face cache, instead (repeatable; several "
+        "in the variable are separated by ':'), as serve --models-dir would serve them.",
+        "DIR|hf",
+    ),
+]
 
 
 def _fail(message: str) -> typer.Exit:

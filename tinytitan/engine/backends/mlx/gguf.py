@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.gguf_arch import UnsupportedArchitecture, mlx_config, mlx_name, norm_offset
+from tinytitan.engine.backends.mlx.gguf_cache import SOURCE_FILE, gguf_cache_dir
 from tinytitan.engine.backends.mlx.gguf_file import GGUFError, GGUFFile, read_gguf
 from tinytitan.engine.backends.mlx.gguf_quants import UnsupportedQuantization, decode, tensor_nbytes
 from tinytitan.engine.backends.mlx.gguf_tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
-from tinytitan.engine.backends.mlx.gguf_cache import SOURCE_FILE, gguf_cache_dir
 
 __all__ = ["CONVERTER_VERSION", "convert", "file_digest", "gguf_cache_dir", "gguf_model_dir"]
 
