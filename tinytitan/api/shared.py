@@ -1,4 +1,5 @@
-"""Shared routes (reference §3): health, the model list in both shapes, one model, unload."""
+"""Shared routes (reference §3): a line at ``/`` for a browser, health, the model list in both shapes,
+one model, unload."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from litestar.params import FromPath
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
 
-__all__ = ["ModelsController", "health", "health_head", "stub_requests"]
+__all__ = ["ModelsController", "health", "health_head", "root", "stub_requests"]
 
 
 def _openai_model(model_id: str, window: int) -> dict[str, Any]:
@@ -37,6 +38,16 @@ def _anthropic_model(model_id: str, window: int) -> dict[str, Any]:
 
 
 _HEALTH = b'{"status":"ok"}'
+_ROOT = (
+    "TinyTitan is running. Point a client at this address: OpenAI SDKs and Codex at /v1, "
+    "Anthropic SDKs and Claude Code at the root; GET /v1/models lists the models.\n"
+)
+
+
+@get("/", sync_to_thread=False)
+def root() -> Response[str]:
+    """One line for a person who opens the server's address in a browser."""
+    return Response(_ROOT, media_type="text/plain")
 
 
 @get("/health", sync_to_thread=False)

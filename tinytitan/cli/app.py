@@ -60,6 +60,8 @@ app.command("completion")(completion)
 
 def main() -> None:
     allow_reexec()
+    # transformers' "Token indices sequence length is longer than …" would precede our own refusal
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except SystemExit as done:
