@@ -121,7 +121,15 @@ def _mapped_items(doc: Any, api: Api) -> tuple[list[dict[str, Any]], str | None]
 
     items: list[dict[str, Any]] = []
     system: list[str] = []
-    for message in to_chat_request(doc, api, model="session").messages:
+    raw = doc.get("messages") if isinstance(doc, dict) else doc
+    ends_with_answer = (
+        isinstance(raw, list) and bool(raw) and isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant"
+    )
+    if ends_with_answer:  # a saved conversation ends with the answer; the Messages mapper reads that as a prefill
+        raw = [*list(raw or []), {"role": "user", "content": "."}]
+        doc = {**doc, "messages": raw} if isinstance(doc, dict) else raw
+    messages = to_chat_request(doc, api, model="session").messages
+    for message in messages[:-1] if ends_with_answer else messages:
         text = _text(message)
         if message.role in ("system", "developer"):
             system.append(text)
