@@ -143,7 +143,11 @@ class ChatClient:
             headers["x-tinytitan-workspace"] = workspace
         # no read timeout: a long prefill on a laptop CPU is silent for minutes (keepalives aside)
         timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        try:
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+            _origin(self.url)  # a port that is no number is refused here, not on the first request
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ServerDown(f"{self.url} is not a server URL ({exc}); give one like http://127.0.0.1:8096") from None
 
     def close(self) -> None:
         self._http.close()

@@ -236,12 +236,13 @@ def _gguf_rows() -> list[dict[str, Any]]:
 
 
 def _confirm(question: str) -> None:
-    """Ask on a terminal; where stdin is not one, refuse and point at --yes."""
-    import sys
-
-    if not sys.stdin.isatty():
-        raise _fail("stdin is not a terminal to confirm on; pass --yes to remove without asking")
-    if not typer.confirm(question):
+    """Ask (a terminal, or a pipe that answers: `echo y | …`); no answer at all points at --yes."""
+    try:
+        answer = typer.confirm(question)
+    except typer.Abort:  # stdin ended before an answer (a script, </dev/null)
+        typer.echo("", err=False)
+        raise _fail("no answer to confirm with (stdin ended); pass --yes to remove without asking") from None
+    if not answer:
         typer.echo("nothing removed")
         raise typer.Exit(1)
 
