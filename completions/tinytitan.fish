@@ -6,7 +6,7 @@ complete -c tinytitan -n '__fish_use_subcommand' -a serve -d 'Serve a model (or 
 complete -c tinytitan -n '__fish_use_subcommand' -a count-tokens -d 'Print the prompt tokens a request takes, exactly as a server started with the same flags reports usage.prompt_tokens'
 complete -c tinytitan -n '__fish_use_subcommand' -a compact -d 'Compact a saved session into a handover note, offline, with the server\'s own compaction'
 complete -c tinytitan -n '__fish_use_subcommand' -a chat -d 'Ask once (tinytitan chat "What is 2+2?"), or chat with a model in the terminal'
-complete -c tinytitan -n '__fish_use_subcommand' -a completion -d 'Print the shell completion script for bash, zsh or fish (`tinytitan completion --help` shows how to install it)'
+complete -c tinytitan -n '__fish_use_subcommand' -a completion -d 'Print the shell completion script for bash, zsh or fish (its --help shows how to install it)'
 complete -c tinytitan -n '__fish_use_subcommand' -a models -d 'List the models you can serve; pull one into the Hugging Face cache; remove one'
 complete -c tinytitan -n '__fish_use_subcommand' -l version -d 'Print the versions of tinytitan, mlx and mlx-lm, the engine in use, and exit'
 complete -c tinytitan -n '__fish_use_subcommand' -l help -d 'Show this message and exit'

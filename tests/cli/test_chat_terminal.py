@@ -44,7 +44,9 @@ def term(tmp_path: Path) -> Iterator[Any]:
     opened: list[Tmux] = []
 
     def open_(*args: str, **env: str) -> Tmux:
-        tmux = Tmux([sys.executable, "-m", "tinytitan", *args], cwd=tmp_path, XDG_DATA_HOME=str(tmp_path), **env)
+        tmux = Tmux(
+            [sys.executable, "-m", "tinytitan", *args], cwd=tmp_path, env={"XDG_DATA_HOME": str(tmp_path), **env}
+        )
         opened.append(tmux)
         return tmux
 

@@ -5,8 +5,8 @@ as wide as its longest lines (not cut at 80 columns).
 Typer (0.2x) shows a value's Python type as the metavar (``<str>``, ``<int>``, ``<list[str]>``) and
 gives every flag a ``<bool>``. The root group's class, ``TitanGroup``, walks the whole command tree
 once it is built and gives each parameter without a metavar of its own the name click uses (TEXT,
-INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each command without an
-epilog its examples from ``tinytitan.cli.examples`` (after any text of its own). Options name their own metavar where a better
+INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each command its examples
+from ``tinytitan.cli.examples`` (after any epilog of its own). Options name their own metavar where a better
 word exists (PORT, DIR, LEVEL); this only fills what they leave out, so a new option never shows a
 Python type.
 """

@@ -55,11 +55,12 @@ def spawn_chat(*args: str, data_home: Path, cwd: Path | None = None, timeout: fl
 class Tmux:
     """A command in its own tmux server (a private socket), 100×30; the pane stays after it exits."""
 
-    def __init__(self, args: list[str], *, cwd: Path, width: int = 100, height: int = 30, **env: str) -> None:
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+        width, height = 100, 30
         self.socket = f"tinytitan-test-{os.getpid()}-{secrets.token_hex(4)}"
         conf = cwd / f".{self.socket}.conf"
         conf.write_text("set -g remain-on-exit on\nset -g history-limit 10000\nset -g status off\n")
-        self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1", **env}
+        self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1", **(env or {})}
         self.env.pop("NO_COLOR", None)
         self.env.pop("TMUX", None)
         command = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(args)}"
