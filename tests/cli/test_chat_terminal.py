@@ -135,7 +135,8 @@ def test_refusals_at_a_terminal_are_one_line_and_exit_2(
 ) -> None:
     with serve_stub_process(script(), "--api-key", "k1") as keyed:
         chat = term("chat", "--url", make_url(keyed), *flags)
-        assert chat.exit_status() == 2
+        status = chat.exit_status()
+        assert status == 2, chat.screen()
         screen = chat.screen().strip()
     assert expected in screen and "Traceback" not in screen
     assert screen.count("\n") == 0 and screen.startswith("tinytitan chat: ")  # one line

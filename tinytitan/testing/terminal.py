@@ -101,8 +101,8 @@ class Tmux:
         deadline = time.monotonic() + timeout
         while True:
             dead, _, status = self._tmux("display", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}").partition(" ")
-            if dead == "1":
-                return int(status.strip() or "0")
+            if dead == "1" and status.strip():  # tmux may say dead a moment before it has the status
+                return int(status.strip())
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running:\n{self.screen()}")
             time.sleep(0.1)
