@@ -60,6 +60,13 @@ def _users(server: ServerProcess) -> list[str]:
     return [m["content"] for m in last["messages"] if m["role"] == "user"]
 
 
+def _leave(chat: Tmux) -> None:
+    """/exit (a Ctrl-D sent before the editor has the terminal in raw mode is an EOF the line
+    discipline swallows; typed text waits for the editor)."""
+    chat.type("/exit")
+    chat.key("Enter")
+
+
 def _prompt_lines(screen: str) -> list[str]:
     return [line for line in screen.splitlines() if line.startswith(PROMPT)]
 
@@ -82,7 +89,7 @@ def test_keys_typed_during_an_answer_and_ctrl_c_become_the_next_prompt(server: S
     screen = chat.screen()
     kept = screen.split("count slowly", 1)[1].split("stopped (the conversation", 1)[0]
     assert "w0 w1 w2 w3" in kept and not any(line.startswith("zebra") for line in screen.splitlines())
-    chat.key("C-d")
+    _leave(chat)
     assert chat.exit_status() == 0
 
 
@@ -145,7 +152,7 @@ def test_refusals_at_a_terminal_are_one_line_and_exit_2(
 def test_a_url_without_a_scheme_is_http(server: ServerProcess, term: Any) -> None:
     chat = term("chat", "--url", server.url.removeprefix("http://"))
     chat.wait_for(PROMPT)
-    chat.key("C-d")
+    _leave(chat)
     assert chat.exit_status() == 0
 
 
@@ -170,7 +177,7 @@ def test_reasoning_on_a_model_without_a_switch(tmp_path: Path, term: Any) -> Non
     screen = " ".join(chat.wait_for(re.compile(r"level 'loud'[\s\S]*^>>>", re.M)).split())  # rich wraps at 100
     assert "one of off, on, minimal, low, medium, high, xhigh, max or default" in screen
     assert "renders ;" not in screen and "one of ," not in screen
-    chat.key("C-d")
+    _leave(chat)
     assert chat.exit_status() == 0
 
 
@@ -222,5 +229,5 @@ def test_load_reads_each_saved_shape(server: ServerProcess, term: Any, tmp_path:
     chat.type("/save one.json")
     chat.key("Enter")
     chat.wait_for("saved 4 items to one.json")
-    chat.key("C-d")
+    _leave(chat)
     assert chat.exit_status() == 0
