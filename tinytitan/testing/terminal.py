@@ -63,7 +63,12 @@ class Tmux:
         self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1", **(env or {})}
         self.env.pop("NO_COLOR", None)
         self.env.pop("TMUX", None)
-        command = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(args)}"
+        # the status goes to a file: tmux may leave an exited command a zombie, its pane not yet dead,
+        # for a while; `trap : INT` keeps the shell through the Ctrl-C a test sends the command
+        self._status = cwd / f".{self.socket}.status"
+        status = shlex.quote(str(self._status))
+        run = f"cd {shlex.quote(str(cwd))} && {shlex.join(args)}"
+        command = f"trap : INT; {run}; echo $? > {status}.tmp && mv {status}.tmp {status}"
         self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command)
 
     def _tmux(self, *args: str) -> str:
@@ -99,13 +104,11 @@ class Tmux:
     def exit_status(self, timeout: float = 60) -> int:
         """The command's exit status, once it has exited."""
         deadline = time.monotonic() + timeout
-        while True:
-            dead, _, status = self._tmux("display", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}").partition(" ")
-            if dead == "1" and status.strip():  # tmux may say dead a moment before it has the status
-                return int(status.strip())
+        while not self._status.exists():
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running:\n{self.screen()}")
             time.sleep(0.1)
+        return int(self._status.read_text())
 
     def close(self) -> None:
         self._tmux("kill-server")
