@@ -20,7 +20,7 @@ _tinytitan_options() {
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
         "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --help" ;;
         "completion") echo "--help" ;;
-        "models") echo "--models-dir --url --cache-dir --json --help" ;;
+        "models") echo "--models-dir --url --api-key --cache-dir --json --help" ;;
         "models pull") echo "--cache-dir --help" ;;
         "models rm") echo "--yes -y --cache-dir --help" ;;
     esac
@@ -34,7 +34,7 @@ _tinytitan_valued() {
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
         "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key" ;;
-        "models") echo "--models-dir --url --cache-dir" ;;
+        "models") echo "--models-dir --url --api-key --cache-dir" ;;
         "models pull") echo "--cache-dir" ;;
         "models rm") echo "--cache-dir" ;;
     esac

@@ -123,10 +123,20 @@ def _param_lines(param: Any) -> list[str]:
 
 
 def _synopsis(path: tuple[str, ...], command: Any) -> str:
+    from tinytitan.cli.polish import usage_name
+
     words = " ".join(f"\\fB{_roff(word)}\\fR" for word in (PROG, *path))
-    args = [f"\\fI{_roff(p.metavar or p.name.upper())}\\fR" for p in command.params if _is_argument(p)]
-    more = " \\fICOMMAND\\fR" if getattr(command, "commands", None) else ""
+    args = [_roff_usage(usage_name(p)) for p in command.params if _is_argument(p)]
+    more = ""
+    if getattr(command, "commands", None):  # `models` alone lists: its COMMAND is optional
+        more = " [\\fICOMMAND\\fR]" if getattr(command, "invoke_without_command", False) else " \\fICOMMAND\\fR"
     return " ".join([words, "[\\fIOPTIONS\\fR]", *args]) + more
+
+
+def _roff_usage(name: str) -> str:
+    """``[PROMPT]...`` with the name in italics and the brackets and dots plain."""
+    core = name.strip("[].")
+    return name.replace(core, f"\\fI{_roff(core)}\\fR", 1)
 
 
 def man_page() -> str:
@@ -158,6 +168,9 @@ def man_page() -> str:
     out.append(".SH COMMANDS")
     for path, command in commands:
         out += [f".SS {PROG} {' '.join(path)}", _synopsis(path, command), ".PP", _roff((command.help or "").strip())]
+        more = (command.epilog or "").replace(EXAMPLES.get(path, ""), "").strip()  # text beside the examples
+        if more:
+            out += [".PP", _roff(more)]
         for param in command.params:
             out += _param_lines(param)
     out.append(".SH EXAMPLES")

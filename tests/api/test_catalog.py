@@ -151,7 +151,25 @@ def test_details_carry_the_catalog_facts(live: LiveServer) -> None:
         [models_of(live).resident] if models_of(live).resident else []
     )
     plain = httpx.get(live.v1 + "/models").json()["data"][0]
-    assert set(plain) == {"id", "object", "owned_by"}  # the reference shape, unless details are asked for
+    # the reference shape and the context facts, unless details are asked for
+    assert set(plain) == {"id", "object", "owned_by", "context_window", "max_output_tokens"}
+
+
+def test_every_entry_carries_its_own_context_window_and_output_cap(live: LiveServer) -> None:
+    windows = {i: models_of(live).info(i).context_window for i in models_of(live).ids()}
+    assert windows[B] == B_CONTEXT and windows[A] != B_CONTEXT  # two windows: each entry says its own
+    openai = httpx.get(live.v1 + "/models").json()["data"]
+    assert {m["id"]: (m["context_window"], m["max_output_tokens"]) for m in openai} == {
+        i: (w, w) for i, w in windows.items()
+    }
+    anthropic = httpx.get(live.v1 + "/models", headers=ANTHROPIC).json()["data"]
+    assert {m["id"]: (m["max_input_tokens"], m["max_tokens"]) for m in anthropic} == {
+        i: (w, w) for i, w in windows.items()
+    }
+    one = httpx.get(live.v1 + f"/models/{B}-fast").json()
+    assert one["context_window"] == one["max_output_tokens"] == B_CONTEXT
+    one = httpx.get(live.v1 + f"/models/{B}", headers=ANTHROPIC).json()
+    assert one["max_input_tokens"] == one["max_tokens"] == B_CONTEXT
 
 
 def test_a_fast_alias_of_a_catalog_id_is_served_under_its_base_id(live: LiveServer) -> None:

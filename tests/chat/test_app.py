@@ -28,7 +28,7 @@ def test_pipe_loop_answers_each_line(capsys: pytest.CaptureFixture[str]) -> None
         assert [m["content"] for m in server.recorded[-1]["messages"]] == ["one", "first", "two"]
     assert code == 0
     captured = capsys.readouterr()
-    assert captured.out == "first\nsecond\n" and "system prompt set" in captured.err
+    assert captured.out == "first\n\nsecond\n" and "system prompt set" in captured.err
 
 
 def test_pipe_loop_failures(capsys: pytest.CaptureFixture[str]) -> None:

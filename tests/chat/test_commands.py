@@ -64,7 +64,7 @@ def test_system_and_clear(chat: ChatApp, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_reasoning(chat: ChatApp, capsys: pytest.CaptureFixture[str], server: LiveServer) -> None:
     run_command(chat, "/reasoning")
-    assert "this model renders: off, on" in _said(capsys)
+    assert "this model renders off, on" in _said(capsys)
     run_command(chat, "/reasoning HIGH")
     assert chat.session.reasoning == "high" and "nearest is applied" in _said(capsys)
     run_command(chat, "/reasoning none")
@@ -103,6 +103,18 @@ def test_compact_says_what_the_note_holds_and_what_the_passes_did(
     assert first == "compacting…"
     assert said.startswith(f"compacted 2 items into a note of {len(NOTE)} characters (model); its passes read ")
     assert said.endswith(" and wrote 2, discarded passes included")
+
+
+def test_reasoning_on_a_model_without_a_switch(chat: ChatApp, capsys: pytest.CaptureFixture[str]) -> None:
+    chat.target.reasoning_levels = ()
+    run_command(chat, "/reasoning")
+    said = _said(capsys)
+    assert "has no reasoning switch" in said and "renders ;" not in said and "renders  " not in said
+    run_command(chat, "/reasoning high")
+    assert chat.session.reasoning == "high" and "has no reasoning switch" in _said(capsys)
+    with pytest.raises(ChatError) as refused:
+        run_command(chat, "/reasoning loud")
+    assert "one of off, on, minimal, low, medium, high, xhigh, max or default" in str(refused.value)
 
 
 def test_save_load_and_compact(chat: ChatApp, tmp_path: Path, server: LiveServer) -> None:

@@ -50,7 +50,13 @@ def test_load_takes_a_bare_item_list(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{", "not JSON"), ("42", "not a Responses session"), ('{"input": [1]}', "not a Responses session")],
+    [
+        ("{", "not JSON"),
+        ("42", "not a saved session"),
+        ('{"prompt": "hi"}', "not a saved session"),
+        ('{"input": [1]}', "not a usable session"),
+        ('{"messages": [{"role": "wizard", "content": "x"}]}', "not a usable session"),
+    ],
 )
 def test_load_refuses_what_it_cannot_use(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "bad.json"
@@ -60,3 +66,53 @@ def test_load_refuses_what_it_cannot_use(tmp_path: Path, content: str, message: 
         session.load(path)
     with pytest.raises(SessionFileError, match="cannot read"):
         session.load(tmp_path / "missing.json")
+
+
+CHAT = {
+    "model": "m",
+    "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "list the files"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "assistant", "content": "There is a.txt."},
+        {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
+    ],
+}
+MESSAGES = {
+    "model": "m",
+    "max_tokens": 100,
+    "system": "be brief",
+    "messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}]},
+        {"role": "assistant", "content": "There is a.txt."},
+        {"role": "user", "content": "thanks"},
+    ],
+}
+
+
+@pytest.mark.parametrize("doc", [CHAT, MESSAGES], ids=["chat", "messages"])
+def test_load_reads_chat_and_messages_requests_as_responses_items(tmp_path: Path, doc: dict[str, object]) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    session = Session("x")
+    assert session.load(path) == "m"
+    assert session.instructions == "be brief" and session.turns() == 2
+    kinds = [(i["type"], i.get("role")) for i in session.items]
+    assert kinds == [
+        ("message", "user"),
+        ("function_call", None),
+        ("function_call_output", None),
+        ("message", "assistant"),
+        ("message", "user"),
+    ]
+    call, output = session.items[1], session.items[2]
+    assert (call["call_id"], call["name"], output["call_id"], output["output"]) == ("c1", "ls", "c1", "a.txt")
+    assert session.items[3]["content"][0]["text"] == "There is a.txt."
+    assert session.items[4]["content"][0]["text"] == "thanks"

@@ -170,7 +170,7 @@ def test_save_then_compact_and_load(server: ServerProcess, tmp_path: Path) -> No
 
     child = _chat(server, tmp_path)
     child.sendline("/load session.json")
-    child.expect_exact("loaded 2 items (1 turns)")
+    child.expect_exact("loaded 2 items (1 turn)")
     child.expect_exact(PROMPT)
     child.sendline("/compact")
     child.expect(r"compacting… \d+ s \(Ctrl-C stops\)")  # the seconds count while the server works
@@ -249,7 +249,7 @@ def _pipe(*args: str, stdin: str, cwd: Path | None = None) -> subprocess.Complet
 def test_pipe_mode_prints_exactly_the_answers(server: ServerProcess) -> None:
     result = _pipe("--url", server.url, stdin="hi\n\ntell me about apples\n")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "hello from tinytitan\nApples are red.\n"
+    assert result.stdout == "hello from tinytitan\n\nApples are red.\n"  # a blank line between answers
     last = _requests(server)[-1]
     assert _user_texts(last) == ["hi", "tell me about apples"]
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 import respx
 from typer.testing import CliRunner
@@ -128,14 +129,26 @@ def test_lists_a_running_servers_models(server: LiveServer) -> None:
 
 def test_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["models", "--url", "http://127.0.0.1:9"])
-    assert result.exit_code == 2 and "cannot list http://127.0.0.1:9" in result.output
+    assert result.exit_code == 2 and "cannot reach the server at http://127.0.0.1:9" in result.output
     assert "Traceback" not in result.output
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     return subprocess.run(
-        [sys.executable, "-m", "tinytitan", *args], capture_output=True, text=True, env=full, timeout=120
+        [sys.executable, "-m", "tinytitan", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _rm_at_a_terminal(*args: str) -> Any:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return pexpect.spawn(
+        sys.executable, ["-m", "tinytitan", "models", "rm", *args], env=env, encoding="utf-8", timeout=60
     )
 
 
@@ -242,8 +255,16 @@ def test_rm_asks_first_and_removes(tiny_dir: Path, tmp_path: Path) -> None:
     cache = tmp_path / "hub"
     fake_hub_repo(cache, "acme/tiny-chat", tiny_dir)
     repo = cache / "models--acme--tiny-chat"
-    declined = runner.invoke(app, ["models", "rm", "tiny-chat", "--cache-dir", str(cache)], input="n\n")
-    assert declined.exit_code == 1 and "remove acme/tiny-chat" in declined.output and repo.exists()
+    asked = _rm_at_a_terminal("tiny-chat", "--cache-dir", str(cache))
+    asked.expect_exact("remove acme/tiny-chat")
+    asked.sendline("n")
+    asked.expect_exact("nothing removed")
+    asked.expect(pexpect.EOF)
+    asked.close()
+    assert asked.exitstatus == 1 and repo.exists()
+    piped = _cli("models", "rm", "tiny-chat", "--cache-dir", str(cache))  # stdin is not a terminal
+    assert piped.returncode == 2 and "pass --yes" in piped.stderr and "Aborted" not in piped.stderr + piped.stdout
+    assert len(piped.stderr.splitlines()) == 1 and repo.exists()
     missing = runner.invoke(app, ["models", "rm", "other", "--cache-dir", str(cache)])
     assert missing.exit_code == 2 and "not in the Hugging Face cache" in missing.output
     assert "acme/tiny-chat" in missing.output  # what it does hold

@@ -21,7 +21,7 @@ from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.responses.websocket import responses_socket
-from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
+from tinytitan.api.shared import ModelsController, health, health_head, root, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -50,6 +50,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         return responses_store
 
     handlers: list[Any] = [
+        root,
         health,
         health_head,
         ModelsController,

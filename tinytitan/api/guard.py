@@ -180,7 +180,7 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
             cors = _check(scope, headers, config)
         except TinyTitanError as exc:
             status, body, err_headers = error_payload(exc, anthropic=anthropic, request_id=request_id)
-            raw = json.dumps(body).encode()
+            raw = json.dumps(body, separators=(",", ":")).encode()  # as compact as every other error body
             start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
             start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
             await send_with_headers(_start(status, start_headers))

@@ -111,8 +111,9 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": ref}}},
             "responses": _responses(route.anthropic, stream=True),
         }
+    paths["/"] = {"get": _plain("One plain-text line saying the server runs (for a browser)")}
     paths["/health"] = {"get": _plain("Liveness"), "head": _plain("Liveness")}
-    listing = _plain("List models")
+    listing = _plain("List models, each with context_window and max_output_tokens")
     listing["parameters"] = [
         {
             "name": "details",

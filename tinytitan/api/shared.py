@@ -1,4 +1,5 @@
-"""Shared routes (reference §3): health, the model list in both shapes, one model, unload."""
+"""Shared routes (reference §3): a line at ``/`` for a browser, health, the model list in both shapes,
+one model, unload."""
 
 from __future__ import annotations
 
@@ -10,18 +11,43 @@ from litestar.params import FromPath
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
 
-__all__ = ["ModelsController", "health", "health_head", "stub_requests"]
+__all__ = ["ModelsController", "health", "health_head", "root", "stub_requests"]
 
 
-def _openai_model(model_id: str) -> dict[str, Any]:
-    return {"id": model_id, "object": "model", "owned_by": "tinytitan"}
+def _openai_model(model_id: str, window: int) -> dict[str, Any]:
+    """The OpenAI object plus the context facts (Codex's model metadata calls the window ``context_window``)."""
+    return {
+        "id": model_id,
+        "object": "model",
+        "owned_by": "tinytitan",
+        "context_window": window,
+        "max_output_tokens": window,
+    }
 
 
-def _anthropic_model(model_id: str) -> dict[str, Any]:
-    return {"type": "model", "id": model_id, "display_name": model_id, "created_at": "1970-01-01T00:00:00Z"}
+def _anthropic_model(model_id: str, window: int) -> dict[str, Any]:
+    """The Anthropic object with ``max_input_tokens`` / ``max_tokens``, the fields Claude Code reads."""
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": model_id,
+        "created_at": "1970-01-01T00:00:00Z",
+        "max_input_tokens": window,
+        "max_tokens": window,
+    }
 
 
 _HEALTH = b'{"status":"ok"}'
+_ROOT = (
+    "TinyTitan is running. Point a client at this address: OpenAI SDKs and Codex at /v1, "
+    "Anthropic SDKs and Claude Code at the root; GET /v1/models lists the models.\n"
+)
+
+
+@get("/", sync_to_thread=False)
+def root() -> Response[str]:
+    """One line for a person who opens the server's address in a browser."""
+    return Response(_ROOT, media_type="text/plain")
 
 
 @get("/health", sync_to_thread=False)
@@ -40,11 +66,12 @@ class ModelsController(Controller):
 
     @get("/")
     async def list_models(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, Any]:
-        """Every served id (never a ``-fast`` alias). ``?details=true`` adds each model's facts under
-        ``tinytitan`` (``tinytitan models --url`` reads them); without it the reference shape exactly."""
+        """Every served id (never a ``-fast`` alias), each with its context window and output cap (a
+        request's answer is capped by the window; its prompt's share comes off at run time).
+        ``?details=true`` adds each model's facts under ``tinytitan`` (``tinytitan models --url``)."""
         ids = engine.model_ids()
         if is_anthropic(request.url.path, request.headers):
-            data = [_anthropic_model(i) for i in ids]
+            data = [_anthropic_model(i, engine.context_window(i)) for i in ids]
             listing: dict[str, Any] = {
                 "data": data,
                 "has_more": False,
@@ -52,7 +79,7 @@ class ModelsController(Controller):
                 "last_id": ids[-1] if ids else None,
             }
         else:
-            data = [_openai_model(i) for i in ids]
+            data = [_openai_model(i, engine.context_window(i)) for i in ids]
             listing = {"object": "list", "data": data}
         if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
             for obj in data:
@@ -65,8 +92,9 @@ class ModelsController(Controller):
     ) -> dict[str, Any]:
         """Any name the server would accept, echoed as asked; answered from facts, never loading a model."""
         name = model_id.lstrip("/")
-        engine.route(name)  # UnknownModel (404) naming what is served
-        return _anthropic_model(name) if is_anthropic(request.url.path, request.headers) else _openai_model(name)
+        window = engine.info_for(name).context_window  # UnknownModel (404) naming what is served
+        anthropic = is_anthropic(request.url.path, request.headers)
+        return _anthropic_model(name, window) if anthropic else _openai_model(name, window)
 
     @post("/unload", status_code=200)
     async def unload(self, engine: EngineDep) -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""The chat loop: a terminal conversation, or one message per stdin line when stdin is a pipe.
+"""The chat loop: a terminal conversation, one message per stdin line when stdin is a pipe, or one
+prompt given on the command line (answered, then the chat exits).
 
-``run_chat`` connects (``tinytitan.chat.connect``), runs the interactive loop or the pipe loop, and
-shuts an in-process server down before the process exits. Exit status: 0, 1 when a piped message
-failed, 2 when the server cannot be reached (or the model cannot be loaded).
+``run_chat`` connects (``tinytitan.chat.connect``), runs the interactive loop, the pipe loop or the
+one prompt, and shuts an in-process server down before the process exits. Exit status: 0, 1 when a
+message failed, 2 when the server cannot be reached or refuses (or the model cannot be loaded).
+In pipe mode the answers are separated by a blank line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
 from tinytitan.chat.tools import TOOLS
 from tinytitan.chat.turn import TurnRunner
+from tinytitan.chat.typeahead import TypeAhead
 from tinytitan.settings import Settings
 
 __all__ = ["ChatApp", "ChatOptions", "run_chat"]
@@ -42,6 +45,7 @@ class ChatOptions:
     max_tokens: int | None = None
     tools: bool = False
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
+    prompt: str | None = None  # one message to answer, then leave (with piped stdin appended)
 
 
 class ChatApp:
@@ -53,6 +57,9 @@ class ChatApp:
         self.console = Console(highlight=False) if interactive else Console(stderr=True, highlight=False)
         confirm = (self._confirm if interactive else _decline) if tools else None
         self.runner = TurnRunner(target.client, session, self._view, confirm, self._tool_output)
+        self.typeahead = TypeAhead()  # keys typed while an answer streams: the next prompt's text
+        self._plain: PlainView | None = None  # pipe mode: the latest answer's view
+        self._printed = False  # pipe mode: an answer was printed (the next one follows a blank line)
 
     def say(self, text: str, style: str | None = None) -> None:
         self.console.print(Text(text, style=style or ""))
@@ -80,7 +87,11 @@ class ChatApp:
         self.console.print(Text(f"error: {message}", style="red"))
 
     def _view(self) -> TurnView:
-        return RichView(self.console) if self.interactive else PlainView()
+        if self.interactive:
+            return RichView(self.console, self.typeahead)
+        self._printed = self._printed or bool(self._plain and self._plain.answer)
+        self._plain = PlainView("\n" if self._printed else "")  # a blank line after any answer printed
+        return self._plain
 
     def _confirm(self, name: str, arguments: str) -> bool:
         from prompt_toolkit import prompt
@@ -123,7 +134,7 @@ class ChatApp:
         leaving = False  # the last key was Ctrl-C on an empty line
         while True:
             try:
-                line = editor.read()
+                line = editor.read(default=self.typeahead.take())
                 leaving = False
                 if line.strip() and self._handle(line) == EXIT:
                     return 0
@@ -141,6 +152,13 @@ class ChatApp:
                     self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
                 if held.pressed:
                     return 0
+
+    def one_shot(self, prompt: str) -> int:
+        """Answer one message (as a piped line is answered) and leave."""
+        try:
+            return 1 if self._handle(prompt) == "failed" else 0
+        except ServerDown:
+            return 2
 
     def pipe_loop(self, stdin: TextIO) -> int:
         failed = False
@@ -167,11 +185,19 @@ def _decline(_name: str, _arguments: str) -> bool:
     return False
 
 
+def _one_prompt(prompt: str) -> str:
+    """The prompt, with piped stdin after it (``git diff | tinytitan chat "review this"``)."""
+    if sys.stdin.isatty():
+        return prompt
+    piped = sys.stdin.read().strip("\n")
+    return f"{prompt}\n\n{piped}" if piped.strip() else prompt
+
+
 def run_chat(options: ChatOptions) -> int:
-    interactive = sys.stdin.isatty()
+    interactive = sys.stdin.isatty() and options.prompt is None
     try:
         target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
-    except (ServerDown, OSError, ValueError) as exc:  # --url not answering; a model or script not loadable
+    except (ChatError, OSError, ValueError) as exc:  # --url not answering or refusing; a model not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
     except KeyboardInterrupt:  # while connecting
@@ -188,7 +214,10 @@ def run_chat(options: ChatOptions) -> int:
         if options.tools and not tools:  # said once; the model would never call them
             sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
         app = ChatApp(target, session, interactive=interactive, tools=tools)
-        code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
+        if options.prompt is not None:
+            code = app.one_shot(_one_prompt(options.prompt))
+        else:
+            code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code
     except ServerDown as exc:
         sys.stderr.write(f"tinytitan chat: {exc}\n")

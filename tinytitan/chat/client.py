@@ -27,6 +27,7 @@ __all__ = [
     "TextDelta",
     "ToolCallItem",
     "TurnEvent",
+    "server_root",
 ]
 
 
@@ -72,7 +73,8 @@ TurnEvent = ReasoningDelta | TextDelta | ToolCallItem | Completed
 
 
 def _error_line(response: httpx.Response) -> str:
-    """The server's own message from an error envelope (OpenAI shape), else the status."""
+    """The server's own message from an error envelope (OpenAI shape), else the status; a conversation
+    too long for the model says how to go on."""
     try:
         body = json.loads(response.read() or b"{}")
     except ValueError:
@@ -80,8 +82,26 @@ def _error_line(response: httpx.Response) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("message"):
         param = f" ({error['param']})" if error.get("param") else ""
-        return f"{error['message']}{param}"
+        hint = ""
+        if error.get("code") == "context_length_exceeded":
+            hint = "; /compact replaces the conversation by a short note, /clear starts a new one"
+        return f"{error['message']}{param}{hint}"
     return f"the server answered {response.status_code} {response.reason_phrase}"
+
+
+def server_root(url: str) -> str:
+    """The base URL the client talks to: ``http://`` when no scheme is given, no trailing ``/`` or ``/v1``."""
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url  # `--url localhost:8096`, as people type it
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of a URL (what ``--url`` should be when a path was pasted with it)."""
+    parsed = httpx.URL(url)
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{parsed.host}{port}"
 
 
 def _sse_data(lines: Iterator[str]) -> Iterator[str]:
@@ -116,14 +136,18 @@ class ChatClient:
     _http: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.url = self.url.rstrip("/").removesuffix("/v1")
+        self.url = server_root(self.url)
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         workspace = _cwd()
         if workspace is not None:  # a server with memory on files what this chat remembers under it
             headers["x-tinytitan-workspace"] = workspace
         # no read timeout: a long prefill on a laptop CPU is silent for minutes (keepalives aside)
         timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        try:
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+            _origin(self.url)  # a port that is no number is refused here, not on the first request
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ServerDown(f"{self.url} is not a server URL ({exc}); give one like http://127.0.0.1:8096") from None
 
     def close(self) -> None:
         self._http.close()
@@ -137,10 +161,23 @@ class ChatClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ServerDown(f"cannot reach the server at {self.url}: {_reason(exc)}") from None
+            raise self._down(exc) from None
         if response.status_code >= 400:
-            raise ChatError(_error_line(response))
+            raise self._refused(response)
         return response
+
+    def _down(self, exc: httpx.TransportError) -> ServerDown:
+        if self.url.startswith("https://") and "ssl" in str(exc).lower():
+            plain = "http://" + self.url.removeprefix("https://")
+            return ServerDown(f"the server at {self.url} does not speak HTTPS; use --url {plain}")
+        return ServerDown(f"cannot reach the server at {self.url}: {_reason(exc)}")
+
+    def _refused(self, response: httpx.Response) -> ChatError:
+        """A refusal as one line that says what to do: a missing or wrong key, else the server's message."""
+        if response.status_code == 401:
+            what = "refused the API key given" if self.api_key else "needs an API key"
+            return ChatError(f"the server at {self.url} {what}: pass --api-key KEY or set TINYTITAN_API_KEY")
+        return ChatError(_error_line(response))
 
     def health(self, timeout: float = 2.0) -> bool:
         try:
@@ -148,9 +185,27 @@ class ChatClient:
         except httpx.TransportError:
             return False
 
+    def model_list(self, *, details: bool = False) -> list[dict[str, Any]]:
+        """``GET /v1/models`` (``details``: with each model's facts); a URL that is no server root says so."""
+        try:
+            response = self._http.get("/v1/models", params={"details": "true"} if details else None)
+        except httpx.TransportError as exc:
+            raise self._down(exc) from None
+        if response.status_code == 404:
+            raise ChatError(
+                f"{self.url} is not a TinyTitan server root (no /v1/models there); "
+                f"give the server root, e.g. --url {_origin(self.url)}"
+            )
+        if response.status_code >= 400:
+            raise self._refused(response)
+        try:
+            data = response.json().get("data") or []
+        except (ValueError, AttributeError):
+            raise ChatError(f"{self.url} answered /v1/models with something that is not a model list") from None
+        return [m for m in data if isinstance(m, dict) and "id" in m]
+
     def models(self) -> list[str]:
-        data = self._request("GET", "/v1/models").json().get("data") or []
-        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+        return [str(m["id"]) for m in self.model_list()]
 
     def tool_calls(self, model: str) -> bool | None:
         """Whether ``model`` can call tools, as ``/v1/models?details=true`` says; None when it does not say."""
@@ -183,10 +238,10 @@ class ChatClient:
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise ServerDown(f"cannot reach the server at {self.url}: {_reason(exc)}") from None
+            raise self._down(exc) from None
         try:
             if response.status_code >= 400:
-                raise ChatError(_error_line(response))
+                raise self._refused(response)
             finished = False
             try:
                 for data in _sse_data(response.iter_lines()):

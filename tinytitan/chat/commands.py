@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tinytitan.chat.client import ChatError
-from tinytitan.chat.session import SessionFileError
+from tinytitan.chat.session import SessionFileError, count
 
 if TYPE_CHECKING:
     from tinytitan.chat.app import ChatApp
@@ -64,24 +64,30 @@ def _system(chat: ChatApp, arg: str) -> None:
 def _reasoning(chat: ChatApp, arg: str) -> None:
     from tinytitan.engine.reasoning import LADDER, normalize_level
 
-    levels = chat.target.reasoning_levels
-    offered = ", ".join(levels) if levels is not None else ", ".join(LADDER)
+    levels = chat.target.reasoning_levels  # None: not known here (a server's model)
+    words = ", ".join(LADDER) + " or default"
+    if levels == ():
+        where = "this model has no reasoning switch (a level changes nothing)"
+    elif levels is None:
+        where = f"levels: {words} (the server applies the nearest its model renders)"
+    else:
+        where = f"this model renders {', '.join(levels)}"
     if not arg:
-        current = chat.session.reasoning or "the server's default"
-        where = "this model renders" if levels is not None else "levels (the server applies the nearest it renders)"
-        chat.say(f"reasoning: {current}; {where}: {offered or 'none (no switch)'}")
+        chat.say(f"reasoning: {chat.session.reasoning or 'the server default'}; {where}")
         return
     if arg.lower() == "default":
         chat.session.reasoning = None
-        chat.say("reasoning: the server's default", style="dim")
+        chat.say("reasoning: the server default", style="dim")
         return
     level = normalize_level(arg)
     if level is None:
-        raise ChatError(f"unknown reasoning level '{arg}'; one of {offered}, or default")
+        raise ChatError(f"unknown reasoning level '{arg}'; one of {words}")
     chat.session.reasoning = level
     note = ""
-    if levels is not None and level not in levels and level != "off":
-        note = f" (this model renders {offered}; the nearest is applied)"
+    if levels == ():
+        note = f" ({where})"
+    elif levels is not None and level not in levels and level != "off":
+        note = f" ({where}; the nearest is applied)"
     chat.say(f"reasoning: {level}{note}", style="dim")
 
 
@@ -110,7 +116,7 @@ def _save(chat: ChatApp, arg: str) -> None:
         chat.session.save(path)
     except OSError as exc:
         raise ChatError(f"cannot write {path}: {exc.strerror or exc}") from None
-    chat.say(f"saved {len(chat.session.items)} items to {path}", style="dim")
+    chat.say(f"saved {count(len(chat.session.items), 'item')} to {path}", style="dim")
 
 
 def _load(chat: ChatApp, arg: str) -> None:
@@ -125,7 +131,8 @@ def _load(chat: ChatApp, arg: str) -> None:
             chat.session.model = model
         else:
             note = f"; it was saved with {model}, which this server does not serve: kept {chat.session.model}"
-    chat.say(f"loaded {len(chat.session.items)} items ({chat.session.turns()} turns) from {path}{note}", style="dim")
+    loaded = f"{count(len(chat.session.items), 'item')} ({count(chat.session.turns(), 'turn')})"
+    chat.say(f"loaded {loaded} from {path}{note}", style="dim")
 
 
 def _compact(chat: ChatApp, _arg: str) -> None:
@@ -149,9 +156,9 @@ def _compact(chat: ChatApp, _arg: str) -> None:
     chat.session.items[:] = output
     usage = result.get("usage") or {}
     chat.say(
-        f"compacted {before} items into a note of {len(str(note['summary'])):,} characters ({note.get('mode')}); "
-        f"its passes read {usage.get('input_tokens', '?')} tokens and wrote {usage.get('output_tokens', '?')}, "
-        "discarded passes included",
+        f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters "
+        f"({note.get('mode')}); its passes read {usage.get('input_tokens', '?')} tokens and wrote "
+        f"{usage.get('output_tokens', '?')}, discarded passes included",
         style="dim",
     )
 

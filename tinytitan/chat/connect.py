@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tinytitan.chat.client import ChatClient, ServerDown
+from tinytitan.chat.client import ChatClient, ChatError, ServerDown, server_root
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 __all__ = ["Target", "connect", "local_url"]
@@ -45,7 +45,7 @@ def _remote(url: str, api_key: str | None, where: str) -> Target:
     client = ChatClient(url, api_key)
     try:
         models = client.models()
-    except ServerDown:
+    except ChatError:  # not reachable, a key missing, not a server root
         client.close()
         raise
     return Target(client, where, models)
@@ -79,10 +79,11 @@ def connect(
     """The target the flags name: the server at ``url``; else one started in-process with ``server``
     when it names a model or a stub; else the local server if it answers, or ``TINYTITAN_MODEL``
     loaded in-process. Raises ``ServerDown`` (``url``) or ``ValueError`` / ``OSError`` (a model or
-    script that cannot be loaded), each with a message for the user. ``before_model`` runs before a
+    script that cannot be loaded), each with a message for the user; ``ChatError`` when the server
+    refuses (a missing API key, a URL that is not its root). ``before_model`` runs before a
     real model is built in-process (the CLI re-execs with OpenBLAS there)."""
     if url:
-        return _remote(url, api_key, f"server at {url.rstrip('/')}")
+        return _remote(url, api_key, f"server at {server_root(url)}")
     if server.model or server.stub:
         return _in_process(server, before_model)
     local = local_url()

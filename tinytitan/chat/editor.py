@@ -1,7 +1,7 @@
 """The input line: prompt_toolkit, with history kept across sessions and multi-line input.
 
-- History lives in ``$XDG_DATA_HOME/tinytitan/chat_history`` (``~/.local/share/…``); Up / Down
-  and Ctrl-R search it.
+- History lives in ``$XDG_DATA_HOME/tinytitan/chat_history`` (``~/.local/share/…``), readable by
+  its owner only; Up / Down and Ctrl-R search it.
 - A paste keeps its newlines (bracketed paste). A line ending in ``\\`` continues on the next
   line; Alt-Enter (or Esc then Enter) inserts a newline; ``\"\"\"`` opens a block that a line
   ending in ``\"\"\"`` closes (as in ``ollama run``).
@@ -74,12 +74,19 @@ def _bindings() -> KeyBindings:
     return keys
 
 
+def _owner_only(path: Path) -> None:
+    """The history holds every paste: owner-only, like every other file TinyTitan writes."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)  # a history written by an older version was 0644
+
+
 class Editor:
     def __init__(
         self, history: Path | None = None, *, input: Input | None = None, output: Output | None = None
     ) -> None:
         path = history or history_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _owner_only(path)
         self._session: PromptSession[str] = PromptSession(
             input=input,
             output=output,
@@ -90,7 +97,8 @@ class Editor:
             enable_history_search=False,
         )
 
-    def read(self, prompt: str = ">>> ") -> str:
-        """One message (may span lines); raises ``KeyboardInterrupt`` / ``EOFError`` as above."""
-        text = self._session.prompt(FormattedText([("bold ansigreen", prompt)]))
+    def read(self, prompt: str = ">>> ", default: str = "") -> str:
+        """One message (may span lines), starting from ``default`` (keys typed ahead); raises
+        ``KeyboardInterrupt`` / ``EOFError`` as above."""
+        text = self._session.prompt(FormattedText([("bold ansigreen", prompt)]), default=default)
         return unwrap_block(text)

@@ -9,8 +9,10 @@ only, as it arrives, for ``echo hi | tinytitan chat``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from rich.cells import cell_len
@@ -84,8 +86,9 @@ def _tail(text: str, width: int, rows: int) -> str:
 class RichView:
     """One turn on a terminal. Use as a context manager around the stream."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, typeahead: AbstractContextManager[Any] | None = None) -> None:
         self.console = console
+        self._keys = typeahead or contextlib.nullcontext()  # keys typed meanwhile: held back, not echoed
         self._thought: list[str] = []
         self._text: list[str] = []
         self._calls: list[tuple[str, str]] = []
@@ -105,11 +108,13 @@ class RichView:
         )
 
     def __enter__(self) -> RichView:
+        self._keys.__enter__()
         self._live.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop()
+        self._keys.__exit__(*exc)
 
     def _stop(self) -> None:
         if self._live.is_started:
@@ -181,14 +186,17 @@ class RichView:
 
     def failed(self, message: str) -> None:
         self._stop()
+        self._print_answer()  # what the user was reading stays (a server shut down mid-answer)
         self.console.print(Text(f"error: {message}", style="red"))
 
 
 class PlainView:
-    """Pipe mode: the answer's text only, as it arrives; errors one line on stderr."""
+    """Pipe mode: the answer's text only, as it arrives, after ``lead`` (the blank line that separates
+    it from the answer before); errors one line on stderr."""
 
-    def __init__(self) -> None:
+    def __init__(self, lead: str = "") -> None:
         self._text: list[str] = []
+        self._lead = lead
         self._line_open = False  # answer text printed and its line not yet ended
 
     def __enter__(self) -> PlainView:
@@ -205,6 +213,8 @@ class PlainView:
         return None
 
     def text(self, text: str) -> None:
+        if not self._text:
+            sys.stdout.write(self._lead)
         self._text.append(text)
         self._line_open = True
         sys.stdout.write(text)

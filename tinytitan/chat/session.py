@@ -4,7 +4,9 @@ The history is exactly what a Responses client would send as ``input``: the user
 the output items the server returned (reasoning, messages, function calls), plus the outputs of
 the tools the chat ran. A saved session is the request body itself (``model``, ``instructions``,
 ``reasoning``, ``input``), so ``tinytitan compact FILE`` and ``tinytitan count-tokens FILE`` read
-it as they read any saved Responses request.
+it as they read any saved Responses request. ``/load`` reads what those two read: a Responses
+session, or a Chat Completions or Anthropic Messages request (or bare message array), mapped by
+the protocol's own mapper and written back as Responses items.
 """
 
 from __future__ import annotations
@@ -12,17 +14,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytitan.jsonfile import read_json
 
-__all__ = ["DEFAULT_MAX_TOKENS", "Session", "SessionFileError", "assistant_item", "user_item"]
+if TYPE_CHECKING:
+    from tinytitan.api.offline import Api
+    from tinytitan.engine.request import Message
+
+__all__ = ["DEFAULT_MAX_TOKENS", "Session", "SessionFileError", "assistant_item", "count", "user_item"]
 
 DEFAULT_MAX_TOKENS = 2048  # the chat's output cap unless --max-tokens or /max-tokens says otherwise
 
 
 class SessionFileError(ValueError):
     """A file /load cannot use; the message says why."""
+
+
+def count(n: int, noun: str) -> str:
+    """``1 item``, ``2 items``, ``0 turns``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def user_item(text: str) -> dict[str, Any]:
@@ -67,19 +78,84 @@ class Session:
         path.write_text(json.dumps(self.body(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
     def load(self, path: Path) -> str | None:
-        """Replace the conversation with a saved one; returns the saved model id (if any)."""
+        """Replace the conversation with a saved one (any of the three shapes); returns its model id, if any."""
+        from tinytitan.api.offline import detect_api
+        from tinytitan.engine.errors import InvalidRequest
+
         doc = read_json(path, SessionFileError)
-        items = doc.get("input") if isinstance(doc, dict) else doc
-        if isinstance(items, str):
-            items = [user_item(items)]
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise SessionFileError(f"{path} is not a Responses session (an 'input' list of items)")
-        self.items = [dict(i) for i in items]
+        if not isinstance(doc, dict | list) or (isinstance(doc, dict) and "input" not in doc and "messages" not in doc):
+            raise SessionFileError(
+                f"{path} is not a saved session: a Responses request ('input'), a Chat or Messages "
+                "request ('messages'), or an array of either's items"
+            )
+        try:
+            api = detect_api(doc)
+            items, instructions = _responses_items(doc) if api == "responses" else _mapped_items(doc, api)
+        except InvalidRequest as exc:
+            where = f" (at {exc.param})" if exc.param else ""
+            raise SessionFileError(f"{path} is not a usable session: {exc.message}{where}") from None
+        self.items = items
+        if instructions is not None or isinstance(doc, dict):  # a bare array keeps the system prompt
+            self.instructions = instructions
         if isinstance(doc, dict):
-            instructions = doc.get("instructions")
-            self.instructions = instructions if isinstance(instructions, str) and instructions else None
             effort = (doc.get("reasoning") or {}).get("effort") if isinstance(doc.get("reasoning"), dict) else None
             self.reasoning = effort if isinstance(effort, str) else self.reasoning
             model = doc.get("model")
             return model if isinstance(model, str) else None
         return None
+
+
+def _responses_items(doc: Any) -> tuple[list[dict[str, Any]], str | None]:
+    items = doc.get("input") if isinstance(doc, dict) else doc
+    if isinstance(items, str):
+        items = [user_item(items)]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        from tinytitan.engine.errors import InvalidRequest
+
+        raise InvalidRequest("'input' must be a list of items (or a string)", param="input")
+    instructions = doc.get("instructions") if isinstance(doc, dict) else None
+    return [dict(i) for i in items], instructions if isinstance(instructions, str) and instructions else None
+
+
+def _mapped_items(doc: Any, api: Api) -> tuple[list[dict[str, Any]], str | None]:
+    """A Chat or Messages conversation through its own mapper, as Responses items (the text parts)."""
+    from tinytitan.api.offline import to_chat_request
+
+    items: list[dict[str, Any]] = []
+    system: list[str] = []
+    raw = doc.get("messages") if isinstance(doc, dict) else doc
+    ends_with_answer = (
+        isinstance(raw, list) and bool(raw) and isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant"
+    )
+    if ends_with_answer:  # a saved conversation ends with the answer; the Messages mapper reads that as a prefill
+        raw = [*list(raw or []), {"role": "user", "content": "."}]
+        doc = {**doc, "messages": raw} if isinstance(doc, dict) else raw
+    messages = to_chat_request(doc, api, model="session").messages
+    for message in messages[:-1] if ends_with_answer else messages:
+        text = _text(message)
+        if message.role in ("system", "developer"):
+            system.append(text)
+        elif message.role == "user":
+            items.append(user_item(text))
+        elif message.role == "tool":
+            items.append({"type": "function_call_output", "call_id": message.tool_call_id or "", "output": text})
+        elif message.role == "assistant":
+            if text:
+                items.append({**assistant_item(text), "status": "completed"})
+            items += [
+                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in message.tool_calls
+            ]
+        else:
+            from tinytitan.engine.errors import InvalidRequest
+
+            raise InvalidRequest(
+                f"a message has the role '{message.role}'; a session holds system, user, assistant and tool"
+            )
+    return items, "\n\n".join(t for t in system if t) or None
+
+
+def _text(message: Message) -> str:
+    if isinstance(message.content, str) or message.content is None:
+        return message.content or ""
+    return "".join(p.text or "" for p in message.content if p.type == "text")

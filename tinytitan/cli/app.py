@@ -15,7 +15,7 @@ from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.launch import launch
 from tinytitan.cli.models import models_app
 from tinytitan.cli.polish import TitanGroup
-from tinytitan.cli.serve import serve
+from tinytitan.cli.serve import SERVE_EPILOG, serve
 
 __all__ = ["app", "main"]
 
@@ -51,7 +51,7 @@ def root(
     """TinyTitan: serve a local model to Claude Code, Codex, pi, Aider and the OpenAI / Anthropic SDKs."""
 
 
-app.command("serve")(serve)
+app.command("serve", epilog=SERVE_EPILOG)(serve)
 app.add_typer(models_app, name="models")
 app.command("count-tokens")(count_tokens)
 app.command("compact")(compact)
@@ -62,6 +62,8 @@ app.command("completion")(completion)
 
 def main() -> None:
     allow_reexec()
+    # transformers' "Token indices sequence length is longer than …" would precede our own refusal
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except SystemExit as done:

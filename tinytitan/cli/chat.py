@@ -24,6 +24,14 @@ __all__ = ["chat"]
 
 
 def chat(
+    prompt: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="PROMPT",
+            help="Answer this one message and exit (piped stdin is added after it); without it, chat.",
+            show_default=False,
+        ),
+    ] = None,
     url: str = typer.Option(
         None,
         "--url",
@@ -53,7 +61,8 @@ def chat(
     memory: Memory = False,
     memory_directory: MemoryDir = None,
 ) -> None:
-    """Chat with a model in the terminal. Piped stdin: one message per line, answers only."""
+    """Ask once (tinytitan chat "What is 2+2?"), or chat with a model in the terminal. Piped stdin: one message
+    per line, answers only."""
     from tinytitan.chat.app import ChatOptions, run_chat
 
     # a model loaded here runs as `serve` would run it with these flags (with --url, --model is the served id)
@@ -75,5 +84,6 @@ def chat(
         max_tokens=max_tokens,
         tools=tools,
         before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
+        prompt=" ".join(prompt) if prompt else None,
     )
     raise typer.Exit(run_chat(options))

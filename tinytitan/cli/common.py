@@ -1,10 +1,15 @@
-"""What every subcommand shares: one way to fail, and the fast-CPU re-exec before any input is read."""
+"""What every subcommand shares: one way to fail, the fast-CPU re-exec before any input is read, and
+the model's load-time note about tools kept back until a request carries tools."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
 import typer
 
-__all__ = ["allow_reexec", "fail", "fast_cpu"]
+__all__ = ["allow_reexec", "fail", "fast_cpu", "tool_notes_held"]
 
 _reexec_allowed = False
 
@@ -32,3 +37,28 @@ def fast_cpu(uses_model: bool) -> None:
         from tinytitan.cpu_blas import ensure_openblas
 
         ensure_openblas()
+
+
+class _ToolNotes(logging.Filter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and "tool" in record.getMessage():
+            self.notes.append(record.getMessage())
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def tool_notes_held() -> Iterator[list[str]]:
+    """Hold back the MLX backend's warning, at load, that a model is served without tools (right in
+    ``serve``'s log, noise in a script's): the caller shows the notes only when a request has tools."""
+    logger = logging.getLogger("tinytitan.mlx")
+    held = _ToolNotes()
+    logger.addFilter(held)
+    try:
+        yield held.notes
+    finally:
+        logger.removeFilter(held)

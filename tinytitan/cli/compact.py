@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.common import fail, fast_cpu, tool_notes_held
 from tinytitan.cli.options import ModelFlags, with_model_flags
 
 if TYPE_CHECKING:
@@ -74,7 +74,10 @@ def compact(
         None, "--max-tokens", help="The note's budget in tokens (default: one eighth of the context, at most 4096)."
     ),
     instructions: str = typer.Option(
-        None, "--instructions", help="Instructions to carry in the --json output (as the endpoint echoes them)."
+        None,
+        "--instructions",
+        help="With --json: the system prompt to carry verbatim before the note, as the endpoint's 'instructions' "
+        "(default: the session's own). It does not steer the note.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the object POST /v1/responses/compact returns."),
 ) -> None:
@@ -98,7 +101,8 @@ def compact(
     except InvalidRequest as exc:
         raise _fail(f"{session} is not a usable session: {_named(exc)}") from None
     try:
-        engine = build_engine(settings)
+        with tool_notes_held():  # a compaction sends no tools: a model without them is no news here
+            engine = build_engine(settings)
     except (OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
 

@@ -101,7 +101,7 @@ def completion(
     ctx: typer.Context,
     shell: str = typer.Argument(..., metavar="bash|zsh|fish", help="The shell to print the script for."),
 ) -> None:
-    """Print the shell completion script for bash, zsh or fish (install it with the one-liner below)."""
+    """Print the shell completion script for bash, zsh or fish (its --help shows how to install it)."""
     from tinytitan.cli.common import fail
 
     try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
 
-from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.common import fail, fast_cpu, tool_notes_held
 from tinytitan.cli.options import ModelFlags, with_model_flags
 from tinytitan.jsonfile import read_json
 
@@ -47,15 +48,20 @@ def count_tokens(
         kind = parse_api(api) if api is not None else None
     except ValueError as exc:
         raise _fail(str(exc)) from None
+    if request == "-" and sys.stdin.isatty():  # not piped: say what it waits for
+        typer.echo("reading the request from stdin (end it with Ctrl-D), or give REQUEST.json", err=True)
     doc = read_json(request, _fail)
     try:
-        engine = build_engine(settings)
+        with tool_notes_held() as notes:
+            engine = build_engine(settings)
     except (OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
     try:
         kind = kind or detect_api(doc)
         chat = to_chat_request(doc, kind, model=engine.info.id)
         tokens = asyncio.run(engine.count_tokens(chat))
+        if chat.tools and notes:  # the count leaves the tools out, as the server would
+            typer.echo(f"note: {notes[0]}", err=True)
     except TinyTitanError as exc:
         where = f" ({exc.param})" if exc.param else ""
         raise _fail(f"{exc.message}{where}") from None

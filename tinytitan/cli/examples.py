@@ -53,6 +53,8 @@ EXAMPLES: dict[tuple[str, ...], str] = {
         "tinytitan compact session.json --max-tokens 1024 --json",
     ),
     ("chat",): _block(
+        'tinytitan chat "What is 2+2?"  # one answer, then exit',
+        'git diff | tinytitan chat "Review this diff"  # piped stdin follows the prompt',
         "tinytitan chat  # the local server if it answers, else the model in-process",
         "tinytitan chat --url http://127.0.0.1:8096 --reasoning low",
         'echo "hi" | tinytitan chat --stub script.json  # pipe mode: answers only',

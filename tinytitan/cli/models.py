@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from tinytitan.cli.common import fail
-from tinytitan.cli.options import ModelsDir
+from tinytitan.cli.options import option
 
 __all__ = ["models_app", "render"]
 
@@ -28,6 +28,17 @@ models_app = typer.Typer(
 _CACHE_DIR = typer.Option(
     None, "--cache-dir", envvar="HF_HUB_CACHE", metavar="DIR", help="The Hugging Face hub cache (default: HF's own)."
 )
+
+
+ModelsDir = Annotated[
+    list[Path],
+    option(
+        "--models-dir",
+        "List the model directories in DIR, or 'hf' for the Hugging Face cache, instead (repeatable; several "
+        "in the variable are separated by ':'), as serve --models-dir would serve them.",
+        "DIR|hf",
+    ),
+]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -113,12 +124,15 @@ def render(rows: list[dict[str, Any]], console: Any) -> None:
         console.print(f"{row['id']}  {_where(row)}", style="dim", markup=False, highlight=False)
 
 
-def _server_rows(url: str) -> list[dict[str, Any]]:
-    import httpx
+def _server_rows(url: str, api_key: str | None) -> list[dict[str, Any]]:
+    """A server's models with their facts (``GET /v1/models?details=true``); ``ChatError``: one line."""
+    from tinytitan.chat.client import ChatClient
 
-    response = httpx.get(url.rstrip("/") + "/v1/models", params={"details": "true"}, timeout=10)
-    response.raise_for_status()
-    return [{"id": m["id"], **(m.get("tinytitan") or {})} for m in response.json().get("data", [])]
+    client = ChatClient(url, api_key)
+    try:
+        return [{**(m.get("tinytitan") or {}), "id": m["id"]} for m in client.model_list(details=True)]
+    finally:
+        client.close()
 
 
 @models_app.callback()
@@ -128,6 +142,9 @@ def models(
     url: str = typer.Option(
         None, "--url", metavar="URL", help="List what a running server serves instead (e.g. http://127.0.0.1:8096)."
     ),
+    api_key: Annotated[
+        str | None, option("--api-key", "With --url: the server's API key (sent as a Bearer token).", "KEY")
+    ] = None,
     cache_dir: Path = _CACHE_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print JSON: {models: [...], skipped: [...]}."),
 ) -> None:
@@ -140,10 +157,12 @@ def models(
         return
     skipped: list[dict[str, str]] = []
     if url:
+        from tinytitan.chat.client import ChatError
+
         try:
-            rows = _server_rows(url)
-        except Exception as exc:  # connection refused, a bad URL, an HTTP error: one clean line
-            raise _fail(f"cannot list {url}: {exc}") from None
+            rows = _server_rows(url, api_key)
+        except ChatError as exc:  # not reachable, a key missing, not a server root: one line that says what to do
+            raise _fail(str(exc)) from None
         where = url
     else:
         from tinytitan.engine.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
@@ -157,8 +176,11 @@ def models(
         catalog = scan(sources, quiet=True)  # the skipped ones are listed below
         rows = [e.as_json() for e in catalog.entries]
         skipped = [{"path": str(s.path), "reason": s.reason} for s in catalog.skipped]
+    default = not url and not models_dir  # what `serve --model` finds: the GGUF models' converted copies too
+    copies = _converted(rows) if default else []
     if as_json:
-        typer.echo(json.dumps({"models": rows, "skipped": skipped}, indent=2))
+        listing = {"models": rows, "skipped": skipped}
+        typer.echo(json.dumps({**listing, "converted": copies} if default else listing, indent=2))
         return
     from rich.console import Console
 
@@ -173,6 +195,12 @@ def models(
     for skip in skipped:
         name = Path(skip["path"]).name
         console.print(f"skipped {name}: {skip['reason']} ({skip['path']})", style="dim", markup=False, highlight=False)
+    if copies:
+        total = _size(sum(int(c["size_bytes"]) for c in copies))
+        console.print(f"converted GGUF copies ({total}; `tinytitan models rm ID` removes one):", style="dim")
+        for copy in copies:
+            line = f"  {copy['id']}  {_size(int(copy['size_bytes']))}  {_where(copy)}"
+            console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
 @models_app.command("pull")
@@ -193,22 +221,69 @@ def pull(
     typer.echo(f"serve it: tinytitan serve --model {repo_id}   (or --models-dir hf)")
 
 
+def _converted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cache's converted GGUF copies, each named by the id of the GGUF model it came from (else its own name)."""
+    from tinytitan.engine.backends.mlx.gguf_cache import converted_copies
+
+    ids = {row.get("path"): row["id"] for row in rows if row.get("format") == "gguf"}
+    return [{"id": ids.get(c.gguf) or c.name, **c.as_json()} for c in converted_copies()]
+
+
+def _gguf_rows() -> list[dict[str, Any]]:
+    from tinytitan.engine.catalog import GgufStoreSource, scan
+
+    return [e.as_json() for e in scan([GgufStoreSource()], quiet=True).entries]
+
+
+def _confirm(question: str) -> None:
+    """Ask (a terminal, or a pipe that answers: `echo y | …`); no answer at all points at --yes."""
+    try:
+        answer = typer.confirm(question)
+    except typer.Abort:  # stdin ended before an answer (a script, </dev/null)
+        typer.echo("", err=False)
+        raise _fail("no answer to confirm with (stdin ended); pass --yes to remove without asking") from None
+    if not answer:
+        typer.echo("nothing removed")
+        raise typer.Exit(1)
+
+
 @models_app.command("rm")
 def rm(
-    name: str = typer.Argument(..., metavar="ID", help="A cached model: ORG/NAME, or the id it is served as."),
+    name: str = typer.Argument(
+        ...,
+        metavar="ID",
+        help="A cached model (ORG/NAME, or the id it is served as), or a GGUF model whose converted copy to remove.",
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     cache_dir: Path = _CACHE_DIR,
 ) -> None:
-    """Remove a model from the Hugging Face cache, after confirmation."""
+    """Remove a model from the Hugging Face cache, or a GGUF model's converted copy, after confirmation.
+
+    A GGUF file itself (Ollama's, LM Studio's, the embedded one) stays: only TinyTitan's converted
+    copy goes, and the next load converts the file again.
+    """
     from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
     from tinytitan.hub import find_cached, remove
 
     try:
         repo = find_cached(name, cache_dir)
     except ModelUnavailable as exc:
-        raise _fail(exc.message) from None
-    if not yes and not typer.confirm(f"remove {repo.repo_id} ({_size(repo.size_bytes)}) from {repo.path.parent}?"):
-        typer.echo("nothing removed")
-        raise typer.Exit(1)
+        copies = [c for c in _converted(_gguf_rows()) if name in (c["id"], c["name"])]
+        if not copies:
+            raise _fail(f"{exc.message}; nor is it a converted GGUF copy (`tinytitan models` lists those)") from None
+        _remove_copies(name, copies, yes)
+        return
+    if not yes:
+        _confirm(f"remove {repo.repo_id} ({_size(repo.size_bytes)}) from {repo.path.parent}?")
     freed = remove(repo, cache_dir)
     typer.echo(f"removed {repo.repo_id} ({_size(freed)} freed)")
+
+
+def _remove_copies(name: str, copies: list[dict[str, Any]], yes: bool) -> None:
+    from tinytitan.engine.backends.mlx.gguf_cache import ConvertedCopy, remove_copy
+
+    size = _size(sum(int(c["size_bytes"]) for c in copies))
+    if not yes:
+        _confirm(f"remove the converted copy of {name} ({size}) from {Path(copies[0]['path']).parent}?")
+    freed = sum(remove_copy(ConvertedCopy(Path(c["path"]), c["gguf"] or "", int(c["size_bytes"]))) for c in copies)
+    typer.echo(f"removed the converted copy of {name} ({_size(freed)} freed; the GGUF file stays)")

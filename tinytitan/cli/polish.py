@@ -1,16 +1,20 @@
-"""Conventional ``--help``: TEXT / INTEGER-style metavars, flags shown as flags, an example per command.
+"""Conventional ``--help``: TEXT / INTEGER-style metavars, flags shown as flags, arguments on the usage
+line as click writes them (``SESSION.json``, ``[PROMPT]...``), an example per command, and piped help
+as wide as its longest lines (not cut at 80 columns).
 
 Typer (0.2x) shows a value's Python type as the metavar (``<str>``, ``<int>``, ``<list[str]>``) and
 gives every flag a ``<bool>``. The root group's class, ``TitanGroup``, walks the whole command tree
 once it is built and gives each parameter without a metavar of its own the name click uses (TEXT,
-INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each command without an
-epilog its examples from ``tinytitan.cli.examples``. Options name their own metavar where a better
+INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each command its examples
+from ``tinytitan.cli.examples`` (after any epilog of its own). Options name their own metavar where a better
 word exists (PORT, DIR, LEVEL); this only fills what they leave out, so a new option never shows a
 Python type.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -18,7 +22,7 @@ import typer.core
 
 from tinytitan.cli.examples import EXAMPLES
 
-__all__ = ["TitanGroup", "conventional_metavar", "help_option", "walk"]
+__all__ = ["PIPE_WIDTH", "TitanGroup", "conventional_metavar", "help_option", "usage_name", "walk"]
 
 _NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
 
@@ -42,10 +46,19 @@ def _no_type(ctx: Any = None) -> None:
     return None
 
 
+def usage_name(param: Any) -> str:
+    """An argument on the usage line as click writes it: ``NAME`` required, ``[NAME]`` optional, ``...``
+    when it repeats (typer wraps a required one in braces, which read like a choice)."""
+    name = param.metavar or param.name.upper()
+    name = name if param.required else f"[{name}]"
+    return name + ("..." if param.nargs != 1 else "")
+
+
 def _polish_param(param: Any) -> None:
     if type(param).__name__.endswith("Argument") and hasattr(param, "display_type_rich"):
         # an argument is shown by its metavar already; typer would add its Python type beside it
         param.display_type_rich = _no_type
+        param._usage_display_name = lambda: usage_name(param)
     if getattr(param, "is_flag", False):
         param.metavar = ""  # no type after a flag; typer's rich panel would print <bool>
     elif param.metavar is None:
@@ -58,17 +71,28 @@ def help_option(command: Any) -> Any:
     return command.get_help_option(context)
 
 
+PIPE_WIDTH = 120  # piped --help: wide enough that no option name, variable or default is cut
+
+
+def _pipe_width() -> None:
+    """Typer's help console is 80 columns when stdout is no terminal, and it cuts table cells to fit
+    (``--prompt-cache-ent…``); a pipe gets ``PIPE_WIDTH`` unless the user set a width."""
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS") and not os.environ.get("TERMINAL_WIDTH"):
+        os.environ["TERMINAL_WIDTH"] = str(PIPE_WIDTH)  # read by typer.rich_utils when help is shown
+
+
 class TitanGroup(typer.core.TyperGroup):
     """The root group: polishes every command under it once the tree is built."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        _pipe_width()
         for path, command in walk(self):
             for param in [*command.params, help_option(command)]:
                 if param is not None:
                     _polish_param(param)
-            if not command.epilog and path in EXAMPLES:
-                command.epilog = EXAMPLES[path]
+            if path in EXAMPLES and EXAMPLES[path] not in (command.epilog or ""):
+                command.epilog = (command.epilog + "\n\n" if command.epilog else "") + EXAMPLES[path]
 
 
 def walk(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from tinytitan.engine.distributed import Distributed
     from tinytitan.engine.request import ModelInfo
 
-__all__ = ["serve"]
+__all__ = ["SERVE_EPILOG", "serve"]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -209,9 +209,8 @@ The banner shows rank, size, backend and parallelism. A lost rank fails the runn
 (503) and every rank exits with status 75, so the launcher can restart the group.
 """
 
-serve.__doc__ = (
-    (serve.__doc__ or "") + "\n\n" + "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))
-)
+# after the options in --help (a first screen about one machine), in the man page after the summary
+SERVE_EPILOG = "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))
 
 
 def _given(**values: float | None) -> dict[str, float]:

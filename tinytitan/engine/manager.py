@@ -143,18 +143,21 @@ class ModelManager:
         return [s.backend for s in self._slots.values() if s.backend is not None]
 
     def details(self, model_id: str) -> dict[str, Any]:
-        """Facts for ``GET /v1/models?details=true``: the catalog entry's, else what the info holds."""
+        """Facts for ``GET /v1/models?details=true``, the same as ``tinytitan models`` shows locally:
+        the catalog entry's, else those the one model's backend was read from (never loading weights)."""
         slot = self._slots[model_id]
         if slot.entry is not None:
-            facts = {**slot.entry.as_json(), "id": model_id}
+            facts = slot.entry.as_json()
         else:
+            info = self.info(model_id)
             facts = {
-                "id": model_id,
-                "context_window": slot.info.context_window,
-                "reasoning_levels": list(slot.info.reasoning_levels),
-                "default_reasoning": slot.info.default_reasoning,
-                "tool_calls": slot.info.tool_calls,
+                "context_window": info.context_window,
+                "reasoning_levels": list(info.reasoning_levels),
+                "default_reasoning": info.default_reasoning,
+                "tool_calls": info.tool_calls,
+                **_described(slot.backend),
             }
+        facts["id"] = model_id
         if slot.device is not None:
             facts["device"] = slot.device
         facts["resident"] = self.resident == model_id
@@ -163,3 +166,30 @@ class ModelManager:
     @property
     def switches(self) -> list[Switch]:
         return self.worker.switches if self.worker is not None else []
+
+
+def _described(backend: Backend | None) -> dict[str, Any]:
+    """What a person compares (architecture, parameters, quantization, size, tool calls, where), for a
+    model served without a catalog entry: read from the files the MLX backend was built from."""
+    source = getattr(backend, "source", None)
+    if source is None:  # the scripted backend: nothing on disk to describe
+        return {}
+    from tinytitan.engine.backends.mlx.facts import Facts, describe
+    from tinytitan.engine.backends.mlx.gguf_facts import gguf_facts
+
+    if source.gguf is not None:  # the GGUF file's own facts, as the catalog reads them
+        about = gguf_facts(source.gguf, source.model_id)[1]
+    else:
+        b: Any = backend
+        about = describe(Facts(source.path, b.config, b.template, b.syntax, b.info))
+    return {
+        "architecture": about.architecture,
+        "parameters": about.parameters,
+        "quantization": about.quantization,
+        "size_bytes": about.size_bytes,
+        "tool_call_family": about.tool_call_family,
+        "format": "gguf" if source.gguf is not None else "mlx",
+        "repo_id": source.repo_id,
+        "origin": "hf" if source.repo_id else None,
+        "path": str(source.gguf or source.path),
+    }

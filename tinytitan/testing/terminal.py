@@ -1,16 +1,22 @@
-"""``tinytitan chat`` in a real pseudo-terminal (pexpect), for the terminal tests."""
+"""``tinytitan`` in a real terminal for the terminal tests: a pseudo-terminal (pexpect) to drive it,
+and tmux where a test asserts what the screen shows (``Tmux.screen``: the scrollback and the
+visible rows as a person sees them, after every cursor movement)."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
+import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from tinytitan.testing.process import REPO_ROOT
 
-__all__ = ["ANSI", "PROMPT", "plain", "spawn_chat"]
+__all__ = ["ANSI", "PROMPT", "Tmux", "plain", "spawn_chat"]
 
 PROMPT = ">>> "
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\x1b[=>78]|\r")
@@ -44,3 +50,71 @@ def spawn_chat(*args: str, data_home: Path, cwd: Path | None = None, timeout: fl
         timeout=timeout,
         dimensions=(30, 100),
     )
+
+
+class Tmux:
+    """A command in its own tmux server (a private socket), 100×30; the pane stays after it exits."""
+
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+        width, height = 100, 30
+        self.socket = f"tinytitan-test-{os.getpid()}-{secrets.token_hex(4)}"
+        conf = cwd / f".{self.socket}.conf"
+        conf.write_text("set -g remain-on-exit on\nset -g history-limit 10000\nset -g status off\n")
+        self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1", **(env or {})}
+        self.env.pop("NO_COLOR", None)
+        self.env.pop("TMUX", None)
+        # the status goes to a file: tmux may leave an exited command a zombie, its pane not yet dead,
+        # for a while; `trap : INT` keeps the shell through the Ctrl-C a test sends the command
+        self._status = cwd / f".{self.socket}.status"
+        status = shlex.quote(str(self._status))
+        run = f"cd {shlex.quote(str(cwd))} && {shlex.join(args)}"
+        command = f"trap : INT; {run}; echo $? > {status}.tmp && mv {status}.tmp {status}"
+        self._tmux("-f", str(conf), "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command)
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args], env=self.env, capture_output=True, text=True, timeout=30
+        )
+        return done.stdout
+
+    def screen(self) -> str:
+        """Every line the pane shows and scrolled past, trailing blanks trimmed."""
+        lines = self._tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "t").splitlines()
+        return "\n".join(line for line in lines if not line.startswith("Pane is dead")).rstrip("\n")
+
+    def type(self, text: str) -> None:
+        """Keys, literally (no tmux key names)."""
+        self._tmux("send-keys", "-t", "t", "-l", text)
+
+    def key(self, *names: str) -> None:
+        """tmux key names: Enter, C-c, C-d, Up."""
+        self._tmux("send-keys", "-t", "t", *names)
+
+    def wait_for(self, text: str | re.Pattern[str], timeout: float = 60) -> str:
+        """The screen once it shows ``text``; ``AssertionError`` with the screen when it never does."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if (text in screen) if isinstance(text, str) else text.search(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the screen never showed {text!r}:\n{screen}")
+            time.sleep(0.1)
+
+    def exit_status(self, timeout: float = 60) -> int:
+        """The command's exit status, once it has exited."""
+        deadline = time.monotonic() + timeout
+        while not self._status.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still running:\n{self.screen()}")
+            time.sleep(0.1)
+        return int(self._status.read_text())
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+    def __enter__(self) -> Tmux:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -244,8 +244,10 @@ def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
 
 def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     listing = httpx.get(server.url + "/v1/models", headers=HEADERS).json()
+    window = server.engine.info.context_window
+    entry = {"type": "model", "id": MODEL, "display_name": MODEL, "created_at": "1970-01-01T00:00:00Z"}
     assert listing == {
-        "data": [{"type": "model", "id": MODEL, "display_name": MODEL, "created_at": "1970-01-01T00:00:00Z"}],
+        "data": [{**entry, "max_input_tokens": window, "max_tokens": window}],
         "has_more": False,
         "first_id": MODEL,
         "last_id": MODEL,

@@ -136,7 +136,9 @@ def test_models_and_health(server: LiveServer) -> None:
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
     assert httpx.head(server.url + "/health").status_code == 200
     models = httpx.get(server.v1 + "/models").json()
-    assert models == {"object": "list", "data": [{"id": STUB_MODEL, "object": "model", "owned_by": "tinytitan"}]}
+    window = server.engine.info.context_window
+    entry = {"id": STUB_MODEL, "object": "model", "owned_by": "tinytitan"}
+    assert models == {"object": "list", "data": [{**entry, "context_window": window, "max_output_tokens": window}]}
     anthropic = httpx.get(server.v1 + "/models", headers={"anthropic-version": "2023-06-01"})
     assert anthropic.json()["data"][0]["type"] == "model" and anthropic.json()["has_more"] is False
     assert anthropic.headers["request-id"].startswith("req_") and len(anthropic.headers["request-id"]) == 36

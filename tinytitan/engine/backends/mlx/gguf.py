@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.gguf_arch import UnsupportedArchitecture, mlx_config, mlx_name, norm_offset
+from tinytitan.engine.backends.mlx.gguf_cache import SOURCE_FILE, gguf_cache_dir
 from tinytitan.engine.backends.mlx.gguf_file import GGUFError, GGUFFile, read_gguf
 from tinytitan.engine.backends.mlx.gguf_quants import UnsupportedQuantization, decode, tensor_nbytes
 from tinytitan.engine.backends.mlx.gguf_tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
-from tinytitan.paths import cache_root
 
 __all__ = ["CONVERTER_VERSION", "convert", "file_digest", "gguf_cache_dir", "gguf_model_dir"]
 
@@ -34,10 +34,6 @@ log = logging.getLogger("tinytitan.gguf")
 
 CONVERTER_VERSION = 1  # part of the cache key: bump when the converted layout changes
 _SHARD_BYTES = 2 << 30  # tensors per safetensors file (bounds the memory a conversion holds)
-
-
-def gguf_cache_dir() -> Path:
-    return cache_root() / "gguf"
 
 
 def file_digest(path: Path) -> str:
@@ -106,7 +102,7 @@ def convert(gguf: GGUFFile, out: Path) -> None:
         "architecture": gguf.architecture,
         "converter": CONVERTER_VERSION,
     }
-    (out / "tinytitan-gguf.json").write_text(json.dumps(source, indent=2), encoding="utf-8")
+    (out / SOURCE_FILE).write_text(json.dumps(source, indent=2), encoding="utf-8")
 
 
 def _save(out: Path, arrays: dict[str, Any], index: int) -> Path:

