@@ -19,7 +19,7 @@ from tinytitan.api.guard import GuardConfig, guarded
 from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
-from tinytitan.api.shared import ModelsController, health, health_head, stub_requests
+from tinytitan.api.shared import ModelsController, health, health_head, ready, ready_head, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -49,6 +49,8 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
     handlers: list[Any] = [
         health,
         health_head,
+        ready,
+        ready_head,
         ModelsController,
         ChatCompletionsController,
         ResponsesController,

@@ -112,6 +112,7 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
             "responses": _responses(route.anthropic, stream=True),
         }
     paths["/health"] = {"get": _plain("Liveness"), "head": _plain("Liveness")}
+    paths["/ready"] = {"get": _plain("Readiness (503 until the model is loaded)"), "head": _plain("Readiness")}
     listing = _plain("List models")
     listing["parameters"] = [
         {

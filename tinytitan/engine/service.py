@@ -30,6 +30,7 @@ from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTit
 from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.queue import AdmissionQueue
+from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.validate import validate
@@ -63,6 +64,7 @@ class Engine:
         self.default_reasoning = default_reasoning
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
+        self.readiness = Readiness()  # loading → ready | failed: the first model's weights (warm_up)
         self._threads: list[threading.Thread] = []
         self.jobs: set[Job] = set()  # admitted and not yet closed (ended at shutdown)
         self._executor = ThreadPoolExecutor(
@@ -191,15 +193,29 @@ class Engine:
         """Start loading the model to serve first on the generation thread; requests queue behind it.
 
         One model: that one. A catalog: the one ``--model`` named, else nothing until a request names one.
+        ``readiness`` turns ``ready`` when its weights are in (at once when there is nothing to load),
+        or ``failed`` with the reason; it notes the loading code's progress lines meanwhile.
         """
+        first = self.models.preferred
+        if first is None or self.models.backend(first).loaded:
+            self.readiness.ready()
+            return
+
+        def load() -> None:
+            with listen(self.readiness.note):
+                self.models.activate(first)
 
         def report(future: asyncio.Future[Any]) -> None:
-            if not future.cancelled() and future.exception() is not None:
-                log.error("loading the model failed: %s", future.exception())
+            error = None if future.cancelled() else future.exception()
+            if future.cancelled():
+                self.readiness.fail("the server stopped before the model was loaded")
+            elif error is None:
+                self.readiness.ready()
+            else:
+                log.error("loading the model failed: %s", error)
+                self.readiness.fail(error.message if isinstance(error, TinyTitanError) else str(error))
 
-        first = self.models.preferred
-        if first is not None and not self.models.backend(first).loaded:
-            self.run_worker(lambda: self.models.activate(first)).add_done_callback(report)
+        self.run_worker(load).add_done_callback(report)
 
     def stop(self, finish_within: float) -> None:
         """The server begins to shut down (call on its event loop): waiting and new requests fail

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from tinytitan.engine.backends.base import Backend, Generation, Piece, Prompt
 from tinytitan.engine.errors import GenerationFailed, Unsupported
+from tinytitan.engine.readiness import progress
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 from tinytitan.jsonfile import read_json
 
@@ -107,6 +109,18 @@ class StubBackend(Backend):
     recorded: list[dict[str, Any]] = field(default_factory=list)
     _cache: list[list[str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _loaded: bool = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded or not self.script.get("load_ms")
+
+    def load(self) -> None:
+        """A script's ``load_ms`` makes the first load take that long, like weights coming in."""
+        if not self.loaded:
+            progress("loading weights (scripted)")
+            time.sleep(float(self.script["load_ms"]) / 1000)
+        self._loaded = True
 
     @property
     def info(self) -> ModelInfo:

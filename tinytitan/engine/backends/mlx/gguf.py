@@ -26,6 +26,7 @@ from tinytitan.engine.backends.mlx.gguf_file import GGUFError, GGUFFile, read_gg
 from tinytitan.engine.backends.mlx.gguf_quants import UnsupportedQuantization, decode, tensor_nbytes
 from tinytitan.engine.backends.mlx.gguf_tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+from tinytitan.engine.readiness import progress
 from tinytitan.paths import cache_root
 
 __all__ = ["CONVERTER_VERSION", "convert", "file_digest", "gguf_cache_dir", "gguf_model_dir"]
@@ -127,6 +128,7 @@ def gguf_model_dir(path: Path) -> Path:
         gguf = read_gguf(path)
     except (GGUFError, OSError) as exc:
         raise ModelUnavailable(str(exc)) from exc
+    progress(f"converting {path.name} ({path.stat().st_size / 1e6:.0f} MB) into an MLX model, once")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     started = time.monotonic()

@@ -183,6 +183,12 @@ def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource
         raise ModelUnavailable(f"model not found: {name} (give a model directory, a .gguf file or a hub id org/name)")
     if not (source.path / "config.json").exists():
         raise ModelUnavailable(f"{source.path} has no config.json: not a model directory")
+    from tinytitan.engine.backends.mlx.facts import check_loadable  # imports this module
+
+    try:
+        check_loadable(source.path)  # the files, not the weights: refused now, not at the first request
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{source.path} cannot be served: {exc.message}") from None
     return source
 
 
