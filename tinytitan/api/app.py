@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,7 +37,12 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         try:
             yield
         finally:
-            engine.shutdown()
+            if engine.readiness.state == "loading":
+                # stopped while the weights load: a load cannot be interrupted and closing its backend
+                # would wait for all of it, so the process may leave now (the caller joins the engine)
+                threading.Thread(target=engine.shutdown, name="tinytitan-shutdown", daemon=True).start()
+            else:
+                engine.shutdown()
 
     def provide_engine() -> Engine:
         return engine

@@ -70,6 +70,6 @@ def chat(
         system=system,
         max_tokens=max_tokens,
         tools=tools,
-        before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
+        before_model=lambda: fast_cpu(True, "chat"),  # before stdin is read: a re-exec starts the process over
     )
     raise typer.Exit(run_chat(options))

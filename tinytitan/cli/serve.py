@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import socket
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -187,7 +189,17 @@ serve.__doc__ = (
 )
 
 
+def _say(line: str) -> None:
+    """One line on stderr; on a terminal wrapped between words (never mid-word) to its width."""
+    if sys.stderr.isatty():
+        width = max(40, shutil.get_terminal_size().columns - 1)
+        line = textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    typer.echo(line, err=True)
+
+
 def _engine_note(settings: Settings) -> str:
+    if settings.stub:
+        return "scripted"
     from tinytitan.cpu_blas import blas_active
 
     active = blas_active()
@@ -235,15 +247,17 @@ def _follow(backend: Any, distributed: Distributed) -> NoReturn:
 
 
 def _banner(engine: Engine, settings: Settings) -> str:
-    """The one line that says the server is ready: what it serves, where."""
+    """The one line that says the server is ready: what it serves, where, on what."""
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     where = f"at http://{host}:{settings.port}/v1"
     if not engine.models.catalog:
-        return f"TinyTitan serving '{engine.info.id}' {where} (context {engine.info.context_window} tokens)"
+        facts = f"context {engine.info.context_window} tokens, {_engine_note(settings)}"
+        return f"TinyTitan serving '{engine.info.id}' {where} ({facts})"
     ids = engine.model_ids()
     shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
     first = engine.models.preferred
     facts = f"{first} loaded" if first else "each loaded on its first request"
+    facts += f", {_engine_note(settings)}"
     return f"TinyTitan serving a catalog of {len(ids)} models ({shown}) {where} ({facts})"
 
 
@@ -268,7 +282,7 @@ def run_server(settings: Settings) -> None:
     from tinytitan.engine.readiness import listen
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
+    fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
     if distributed is not None and settings.max_concurrent != 1:
         # the group decodes in lockstep, one request at a time (lockstep batching is not built)
@@ -294,12 +308,13 @@ def run_server(settings: Settings) -> None:
     if distributed is not None and distributed.rank > 0:
         _follow(backend, distributed)
     assert sock is not None
-    if not settings.stub:
-        typer.echo(f"TinyTitan engine: {_engine_note(settings)}", err=True)
     if not engine.models.catalog and (note := engine.backend.note):
-        typer.echo(f"TinyTitan: {note}", err=True)
+        _say(f"TinyTitan: {note}")
     try:
         _serve(engine, settings, sock, display, distributed)
+    except KeyboardInterrupt:  # Ctrl-C before uvicorn took the signal over (the web stack imports)
+        display.clear()
+        raise typer.Exit(0) from None
     finally:
         if distributed is not None:
             distributed.shutdown()  # the followers exit with rank 0
@@ -317,15 +332,17 @@ def _serve(
 
     def settled(readiness: Readiness) -> None:
         display.clear()
+        if server.should_exit:  # stopping already: no banner
+            return
         if readiness.state == "failed":
             failed.append(readiness.error or f"'{engine.models.preferred}' could not be loaded")
             server.should_exit = True
             return
-        typer.echo(_banner(engine, settings), err=True)
+        _say(_banner(engine, settings))
         if distributed is not None:
-            typer.echo(f"TinyTitan {distributed.describe()}", err=True)
+            _say(f"TinyTitan {distributed.describe()}")
         if settings.memory:
-            typer.echo(_memory_note(settings), err=True)
+            _say(_memory_note(settings))
 
     engine.readiness.on_change(settled)
     with listen(display):

@@ -44,9 +44,12 @@ def engine_description() -> str:
     if sys.platform.startswith("linux"):
         import os
 
-        from tinytitan.cpu_blas import BLAS_ENV, OPT_OUT_ENV, _opted_out, find_blas
+        from tinytitan.cpu_blas import BLAS_ENV, OPT_OUT_ENV, BlasChoiceError, _opted_out, find_blas
 
-        lib = None if _opted_out() else find_blas()
+        try:
+            lib = None if _opted_out() else find_blas()
+        except BlasChoiceError as exc:
+            return f"mlx on CPU; {exc}"
         if lib is not None:
             blas = ("BLIS" if "blis" in os.path.basename(lib) else "OpenBLAS") + " preloaded"
         elif _opted_out() or os.environ.get(BLAS_ENV, "").strip().lower() in ("0", "off", "false", "no"):

@@ -21,7 +21,16 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process", "stop", "wait_healthy", "wait_started"]
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "serve_process",
+    "serve_stub_process",
+    "start_serve",
+    "stop",
+    "wait_healthy",
+    "wait_started",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +39,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def start_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m tinytitan serve ARGS…`` as a user runs it, stdout and stderr piped as text
+    (``communicate()`` reads both); ``env`` adds to this process's environment."""
+    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    cmd = [sys.executable, "-m", "tinytitan", "serve", *args]
+    return subprocess.Popen(cmd, env=full, cwd=str(REPO_ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_started(

@@ -108,7 +108,7 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
     if target is not None:
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
-        log.info("running %s in %s", path.name, target)
+        log.debug("running %s in %s", path.name, target)
     mx.eval(model.parameters(), _private_arrays(model))
     model.eval()
     return model, config
