@@ -46,7 +46,8 @@ def start_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
     (``communicate()`` reads both); ``env`` adds to this process's environment."""
     full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     cmd = [sys.executable, "-m", "tinytitan", "serve", *args]
-    return subprocess.Popen(cmd, env=full, cwd=str(REPO_ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipe = subprocess.PIPE
+    return subprocess.Popen(cmd, env=full, cwd=str(REPO_ROOT), stdout=pipe, stderr=pipe, text=True)
 
 
 def wait_started(
