@@ -212,7 +212,7 @@ class Engine:
             elif error is None:
                 self.readiness.ready()
             else:
-                log.error("loading the model failed: %s", error)
+                log.debug("loading the model failed: %r", error)  # readiness carries it: serve prints it
                 self.readiness.fail(error.message if isinstance(error, TinyTitanError) else str(error))
 
         self.run_worker(load).add_done_callback(report)

@@ -93,8 +93,10 @@ def load_weights(
         with device_context(device):
             return _load_weights(path, dtype_setting, device)
     except Exception as exc:  # mlx-lm and safetensors raise many kinds for a bad file
-        cause = exc.message if isinstance(exc, ModelUnavailable) else str(exc) or type(exc).__name__
-        raise ModelLoadFailed(f"model '{name or path.name}' could not be loaded from {path}: {cause}") from exc
+        cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())
+        raise ModelLoadFailed(
+            f"model '{name or path.name}' could not be loaded from {path}: {cause or type(exc).__name__}"
+        ) from exc
 
 
 def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[Any, dict[str, Any]]:
