@@ -104,7 +104,7 @@ def test_importing_the_mlx_backend_does_not_import_mlx() -> None:
 
 def test_an_unknown_blas_choice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_blas.BLAS_ENV, "mkl")
-    with pytest.raises(cpu_blas.BlasChoiceError, match="TINYTITAN_BLAS=mkl .* use auto, blis, openblas, off"):
+    with pytest.raises(cpu_blas.BlasChoiceError, match=r"TINYTITAN_BLAS=mkl .* use auto, blis, openblas, off"):
         cpu_blas.find_blas()
     for accepted in ("auto", "BLIS", " openblas ", "off", "0", ""):
         monkeypatch.setenv(cpu_blas.BLAS_ENV, accepted)
