@@ -48,7 +48,8 @@ def serve(
     ] = DEFAULT_HOST,
     port: Annotated[int, option("--port", "Port to listen on (1-65535).", "PORT", min=1, max=65535)] = DEFAULT_PORT,
     api_key: Annotated[
-        str | None, option("--api-key", "Require this key (Bearer or x-api-key) on every route but /health.", "KEY")
+        str | None,
+        option("--api-key", "Require this key (Bearer or x-api-key) on every route but /health and /ready.", "KEY"),
     ] = None,
     cors_origin: Annotated[
         list[str], option("--cors-origin", "Allow browser requests from this origin (repeatable).", "ORIGIN")
