@@ -274,11 +274,21 @@ def _pyproject_extras() -> set[str]:
     return set(data["project"]["optional-dependencies"])
 
 
-def check_set_up(run: Run) -> None:
-    assert f"serving: {SERVED}" in run.output  # the first command's `tinytitan serve`, on the tiny model
+def check_quick_start(run: Run) -> None:
+    """The first command installs (in a virtual environment) and serves; each platform's line names
+    existing extras; ``tinytitan chat`` then talks to the server."""
+    assert run.output.count(f"serving: {SERVED}") == 3, run.output  # each platform's line started it
+    assert (run.home.parent / "work" / ".venv" / "bin" / "activate").is_file()  # python3 -m venv ran
+    assert _extras(run.recorded) == {"mlx", "cpu"} and any("mlx[cuda]" in line for line in run.recorded)
+    first = next(iter(readme_sections().values())).blocks[0][1].strip()
+    assert first.startswith("python3 -m venv .venv") and first.endswith("&& tinytitan serve")
+    assert "Traceback" not in run.output
+
+
+def check_tests(run: Run) -> None:
     assert _extras(run.recorded) == {"mlx", "cpu", "test"} and _extras(run.recorded) <= _pyproject_extras()
     assert any("-m pytest" in line for line in run.recorded)
-    suite = readme_sections()["Set up"].blocks[1][1].strip()
+    suite = readme_sections()["Tests and CI"].blocks[0][1].strip()
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith(suite)  # CI runs the README's line verbatim
 
 
@@ -381,7 +391,8 @@ class How:
 
 
 HOW: dict[str, How] = {
-    "Set up": How(check_set_up, model=True),
+    "Quick start": How(check_quick_start, model=True),
+    "Tests and CI": How(check_tests),
     "Apple silicon (macOS, Metal)": How(check_platform),
     "Linux with an NVIDIA GPU (mlx's CUDA build)": How(check_platform),
     "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
