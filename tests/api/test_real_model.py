@@ -190,9 +190,9 @@ def test_offline_hub_id_is_a_clean_error(tmp_path: Path) -> None:
         "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
         "TINYTITAN_OPENBLAS": "0",
     }
+    port = str(free_port())  # the port is bound first: a free one, so that the model is what fails
     proc = subprocess.run(
-        [sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here"]
-        + ["--port", str(free_port())],  # the port is bound first: a free one, so the model is what fails
+        [sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here", "--port", port],
         env=env,
         capture_output=True,
         text=True,
