@@ -18,6 +18,7 @@ def test_plain_lines_when_not_a_terminal() -> None:
     display("converting a.gguf (94 MB)")
     display("loading weights")
     display.clear()
+    display("a catalog switch, later: not shown")
     assert out.getvalue() == "TinyTitan: converting a.gguf (94 MB)…\nTinyTitan: loading weights…\n"
 
 

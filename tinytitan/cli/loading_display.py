@@ -33,7 +33,8 @@ class _EraseFirst(logging.Filter):
 
 
 class LoadingDisplay:
-    """Call it with each progress line; ``clear()`` when loading is over (safe from any thread)."""
+    """Call it with each progress line; ``clear()`` when loading is over (safe from any thread); lines
+    after that are not shown."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -48,6 +49,8 @@ class LoadingDisplay:
 
     def __call__(self, line: str) -> None:
         with self._lock:
+            if self._stopped.is_set():  # loading is over: a later load (a catalog switch) goes to the log
+                return
             if not self.tty:
                 self.stream.write(f"TinyTitan: {line}…\n")
                 self.stream.flush()

@@ -58,12 +58,12 @@ class Readiness:
         self.state: State = "loading"
         self.error: str | None = None
         self.step: str | None = None
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._callbacks: list[Callable[[Readiness], None]] = []
 
     def on_change(self, callback: Callable[[Readiness], None]) -> None:
         """Call ``callback(self)`` when the state leaves ``loading`` (at once if it already has)."""
-        with self._changed:
+        with self._lock:
             self._callbacks.append(callback)
             settled = self.state != "loading"
         if settled:
@@ -80,20 +80,13 @@ class Readiness:
         self._settle("failed", error)
 
     def _settle(self, state: State, error: str | None) -> None:
-        with self._changed:
+        with self._lock:
             if self.state != "loading":
                 return
             self.state, self.error, self.step = state, error, None
             callbacks = list(self._callbacks)
-            self._changed.notify_all()
         for callback in callbacks:
             callback(self)
-
-    def wait(self, timeout: float | None = None) -> State:
-        """Block until the state leaves ``loading`` (or ``timeout`` passes); the state then."""
-        with self._changed:
-            self._changed.wait_for(lambda: self.state != "loading", timeout)
-            return self.state
 
     def as_json(self) -> dict[str, str]:
         """What ``/health`` and ``/ready`` say: ``{"status": "ok" | "loading" | "failed", …}``."""
