@@ -15,6 +15,12 @@ import httpx
 from tinytitan.testing.process import free_port, start_serve, stop, wait_started
 
 
+def _slow(tmp_path: Path, load_ms: int) -> str:
+    stub = tmp_path / "slow.json"
+    stub.write_text(json.dumps({"model": "scripted", "load_ms": load_ms, "rules": [{"reply": {"text": "hi"}}]}))
+    return str(stub)
+
+
 def _poll(url: str) -> tuple[int, dict[str, str], int]:
     health = httpx.get(url + "/health", timeout=10)
     ready = httpx.get(url + "/ready", timeout=10)
@@ -22,11 +28,9 @@ def _poll(url: str) -> tuple[int, dict[str, str], int]:
 
 
 def test_the_readiness_states_in_order_while_a_slow_model_loads(tmp_path: Path) -> None:
-    stub = tmp_path / "slow.json"
-    stub.write_text(json.dumps({"model": "scripted", "load_ms": 4000, "rules": [{"reply": {"text": "hi"}}]}))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_serve("--stub", str(stub), "--port", str(port))
+    proc = start_serve("--stub", _slow(tmp_path, 4000), "--port", str(port))
     seen: list[tuple[int, dict[str, str], int]] = []
     try:
         wait_started(proc, lambda: seen.append(_poll(url)) is None and seen[-1][1]["status"] == "ok", 120)  # type: ignore[arg-type]
@@ -50,11 +54,9 @@ def test_the_readiness_states_in_order_while_a_slow_model_loads(tmp_path: Path) 
 
 
 def test_a_request_sent_while_loading_waits_for_the_model(tmp_path: Path) -> None:
-    stub = tmp_path / "slow.json"
-    stub.write_text(json.dumps({"model": "scripted", "load_ms": 3000, "rules": [{"reply": {"text": "hi"}}]}))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_serve("--stub", str(stub), "--port", str(port))
+    proc = start_serve("--stub", _slow(tmp_path, 3000), "--port", str(port))
     try:
         wait_started(proc, lambda: _poll(url)[2] == 503, 60)  # type: ignore[arg-type]
         body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
