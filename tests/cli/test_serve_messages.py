@@ -75,7 +75,7 @@ def test_one_banner_line_and_no_access_log_for_health(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     proc = start_serve("--stub", str(stub), "--port", str(port))
     try:
-        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)  # type: ignore[arg-type]
+        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)
         for _ in range(3):
             assert httpx.get(url + "/health").status_code == 200
             assert httpx.head(url + "/ready").status_code == 200

@@ -32,8 +32,13 @@ def test_the_readiness_states_in_order_while_a_slow_model_loads(tmp_path: Path) 
     url = f"http://127.0.0.1:{port}"
     proc = start_serve("--stub", _slow(tmp_path, 4000), "--port", str(port))
     seen: list[tuple[int, dict[str, str], int]] = []
+
+    def ready() -> bool:
+        seen.append(_poll(url))
+        return seen[-1][1]["status"] == "ok"
+
     try:
-        wait_started(proc, lambda: seen.append(_poll(url)) is None and seen[-1][1]["status"] == "ok", 120)  # type: ignore[arg-type]
+        wait_started(proc, ready, 120)
         body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
         assert httpx.post(url + "/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"] == "hi"
         assert httpx.head(url + "/ready").status_code == 200
@@ -58,7 +63,7 @@ def test_a_request_sent_while_loading_waits_for_the_model(tmp_path: Path) -> Non
     url = f"http://127.0.0.1:{port}"
     proc = start_serve("--stub", _slow(tmp_path, 3000), "--port", str(port))
     try:
-        wait_started(proc, lambda: _poll(url)[2] == 503, 60)  # type: ignore[arg-type]
+        wait_started(proc, lambda: _poll(url)[2] == 503, 60)
         body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
         r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
@@ -74,7 +79,7 @@ def test_readiness_needs_no_api_key(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     proc = start_serve("--stub", str(stub), "--port", str(port), "--api-key", "k")
     try:
-        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)  # type: ignore[arg-type]
+        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)
         assert httpx.get(url + "/health").json() == {"status": "ok"}
         assert httpx.get(url + "/v1/models").status_code == 401
     finally:

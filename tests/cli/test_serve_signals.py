@@ -40,7 +40,7 @@ def test_ctrl_c_twice_stops_at_once_with_one_line_and_no_traceback(tmp_path: Pat
     port = free_port()
     proc = start_serve("--stub", slow, "--port", str(port), "--keepalive", "0.1")
     url = f"http://127.0.0.1:{port}"
-    wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)  # type: ignore[arg-type]
+    wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 60)
     opened = threading.Event()
     client: list[str] = []
 
@@ -77,7 +77,7 @@ def test_ctrl_c_while_the_weights_load_stops_without_waiting_for_them(tmp_path: 
     proc = start_serve("--stub", slow, "--port", str(port))
     assert proc.stderr is not None
     assert proc.stderr.readline() == "TinyTitan: loading weights (scripted)…\n"
-    wait_started(proc, lambda: httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "loading", 60)  # type: ignore[arg-type]
+    wait_started(proc, lambda: httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "loading", 60)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0
@@ -88,7 +88,7 @@ def test_sigterm_while_the_weights_load_ends_by_the_signal(tmp_path: Path) -> No
     slow = _script(tmp_path, {"load_ms": 600_000, "rules": []})
     port = free_port()
     proc = start_serve("--stub", slow, "--port", str(port))
-    wait_started(proc, lambda: httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "loading", 60)  # type: ignore[arg-type]
+    wait_started(proc, lambda: httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "loading", 60)
     proc.terminate()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGTERM and "Traceback" not in out + err

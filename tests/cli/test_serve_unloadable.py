@@ -61,7 +61,7 @@ def test_a_catalog_model_whose_weights_went_missing_answers_503(
     proc = start_serve("--models-dir", str(root), "--model", "tiny-a", "--port", str(port))
     messages = [{"role": "user", "content": "x"}]
     try:
-        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 120)  # type: ignore[arg-type]
+        wait_started(proc, lambda: httpx.get(url + "/ready").status_code == 200, 120)
         for model in ("tiny-b", "tiny-a") if used_before else ():  # b loaded once, then a resident again
             chat = {"model": model, "messages": messages, "max_tokens": 2}
             assert httpx.post(url + "/v1/chat/completions", json=chat, timeout=120).status_code == 200

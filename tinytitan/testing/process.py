@@ -51,7 +51,7 @@ def start_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
 
 
 def wait_started(
-    process: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float, interval: float = 0.05
+    process: subprocess.Popen[Any], ready: Callable[[], bool], timeout: float, interval: float = 0.05
 ) -> None:
     """Poll ``ready`` (a request to the server; a refused connection counts as not yet) until it says
     True; ``RuntimeError`` when the process exits first or ``timeout`` seconds pass."""
@@ -77,7 +77,7 @@ def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float, log
         raise RuntimeError(f"{exc}\n{log.read_text(errors='replace')}" if log is not None else str(exc)) from None
 
 
-def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+def stop(process: subprocess.Popen[Any], grace: float = 30.0) -> None:
     """SIGTERM, and SIGKILL when the process has not exited ``grace`` seconds later."""
     if process.poll() is not None:
         return
