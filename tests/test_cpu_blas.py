@@ -159,3 +159,12 @@ def test_importing_the_mlx_backend_does_not_import_mlx() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_unknown_blas_choice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu_blas.BLAS_ENV, "mkl")
+    with pytest.raises(cpu_blas.BlasChoiceError, match=r"TINYTITAN_BLAS=mkl .* use auto, blis, openblas, off"):
+        cpu_blas.find_blas()
+    for accepted in ("auto", "BLIS", " openblas ", "off", "0", ""):
+        monkeypatch.setenv(cpu_blas.BLAS_ENV, accepted)
+        cpu_blas.find_blas()  # no error

@@ -164,9 +164,11 @@ def run_section(
     stub_server: bool = False,
     in_checkout: bool = False,
     stdin: str = "",
+    serve_elsewhere: bool = False,
 ) -> Run:
     """Run the section's blocks as one bash session; ``model``: serve the tiny model for the default;
-    ``in_checkout``: in the repository (its commands name files of the checkout), else a scratch dir."""
+    ``in_checkout``: in the repository (its commands name files of the checkout), else a scratch dir;
+    ``serve_elsewhere``: the section's ``tinytitan serve`` listens on another port than the stub server."""
     home, work, bin_dir = tmp / "home", tmp / "work", tmp / "bin"
     for d in (home, work, bin_dir):
         d.mkdir(parents=True)
@@ -205,13 +207,15 @@ def run_section(
     background = None
     if stub_server:  # the section talks to a server it does not start itself
         background = subprocess.Popen(
-            [str(shim), "serve", "--stub", str(work / "script.json")],
+            [str(shim), "serve", "--stub", str(work / "script.json"), "--port", str(port)],
             env=env,
             cwd=work,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         _wait_health(port, background)
+    if serve_elsewhere:
+        env["TINYTITAN_PORT"] = str(_free_port())
     try:
         done = subprocess.run(
             ["bash", "--norc", "--noprofile", "-c", PRELUDE + section.script(port)],
@@ -269,11 +273,21 @@ def _pyproject_extras() -> set[str]:
     return set(data["project"]["optional-dependencies"])
 
 
-def check_set_up(run: Run) -> None:
-    assert f"serving: {SERVED}" in run.output  # the first command's `tinytitan serve`, on the tiny model
+def check_quick_start(run: Run) -> None:
+    """The first command installs (in a virtual environment) and serves; each platform's line names
+    existing extras; ``tinytitan chat`` then talks to the server."""
+    assert run.output.count(f"serving: {SERVED}") == 3, run.output  # each platform's line started it
+    assert (run.home.parent / "work" / ".venv" / "bin" / "activate").is_file()  # python3 -m venv ran
+    assert _extras(run.recorded) == {"mlx", "cpu"} and any("mlx[cuda]" in line for line in run.recorded)
+    first = next(iter(readme_sections().values())).blocks[0][1].strip()
+    assert first.startswith("python3 -m venv .venv") and first.endswith("&& tinytitan serve")
+    assert "Traceback" not in run.output
+
+
+def check_tests(run: Run) -> None:
     assert _extras(run.recorded) == {"mlx", "cpu", "test"} and _extras(run.recorded) <= _pyproject_extras()
     assert any("-m pytest" in line for line in run.recorded)
-    suite = readme_sections()["Set up"].blocks[1][1].strip()
+    suite = readme_sections()["Tests and CI"].blocks[0][1].strip()
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith(suite)  # CI runs the README's line verbatim
 
 
@@ -347,7 +361,9 @@ def check_aider(run: Run) -> None:
 
 def check_troubleshooting(run: Run) -> None:
     assert "model 'mlx-community/Qwen3-0.6B-4bit' is not in the Hugging Face cache" in run.output
-    assert "and the hub is offline (HF_HUB_OFFLINE=1); fetch it while online" in run.output
+    assert (
+        "and the hub is offline (HF_HUB_OFFLINE=1); unset HF_HUB_OFFLINE and run `tinytitan models pull" in run.output
+    )
     quoted = (
         """"message":"model: requested model is not available: 'claude-sonnet-4-5'; """
         f"""this server serves {SERVED} (each also as <id>-fast)"}}"""
@@ -368,10 +384,12 @@ class How:
     client: str | None = None  # a pinned client CLI the section runs
     in_checkout: bool = False  # run in the repository root (man -l man/tinytitan.1)
     stdin: str = ""  # what the session's commands read (a confirmation)
+    serve_elsewhere: bool = False  # the section's own `tinytitan serve` gets a port of its own
 
 
 HOW: dict[str, How] = {
-    "Set up": How(check_set_up, model=True),
+    "Quick start": How(check_quick_start, model=True),
+    "Tests and CI": How(check_tests),
     "Apple silicon (macOS, Metal)": How(check_platform),
     "Linux with an NVIDIA GPU (mlx's CUDA build)": How(check_platform),
     "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
@@ -388,7 +406,8 @@ HOW: dict[str, How] = {
     "The OpenAI SDK (Chat Completions and Responses)": How(check_reply, stub_server=True),
     "The Anthropic SDK (Messages)": How(check_reply, stub_server=True),
     "Connect a client": How(lambda run: None, stub_server=True),  # runs without error
-    "Troubleshooting": How(check_troubleshooting, stub_server=True),
+    # its `serve` is refused for its model, not for the stub server's port (the port is checked first)
+    "Troubleshooting": How(check_troubleshooting, stub_server=True, serve_elsewhere=True),
 }
 
 
@@ -414,7 +433,13 @@ def test_readme_section_runs(title: str, tmp_path: Path, tiny: Path) -> None:
         pytest.fail("the README's commands use curl and jq", pytrace=False)
     model = tiny if how.model else None
     run = run_section(
-        section, tmp_path, model=model, stub_server=how.stub_server, in_checkout=how.in_checkout, stdin=how.stdin
+        section,
+        tmp_path,
+        model=model,
+        stub_server=how.stub_server,
+        in_checkout=how.in_checkout,
+        stdin=how.stdin,
+        serve_elsewhere=how.serve_elsewhere,
     )
     expected_failure = title == "Troubleshooting"  # its first command is the failure it explains
     assert expected_failure or run.returncode == 0, textwrap.shorten(run.output, 4000)

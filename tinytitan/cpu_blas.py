@@ -32,6 +32,7 @@ __all__ = [
     "BLAS_ENV",
     "OPT_OUT_ENV",
     "REEXEC_ENV",
+    "BlasChoiceError",
     "BlasState",
     "blas_state",
     "ensure_openblas",
@@ -54,6 +55,11 @@ _BLIS_PATTERNS = (
     "/usr/lib/blis-pthread/libblis.so.4",
 )
 _OFF = {"0", "off", "false", "no"}
+_CHOICES = ("auto", "blis", "openblas", "off")
+
+
+class BlasChoiceError(ValueError):
+    """``TINYTITAN_BLAS`` names no BLAS this module knows; the message lists the accepted values."""
 
 
 def _first(patterns: tuple[str, ...]) -> str | None:
@@ -76,7 +82,10 @@ def find_blis() -> str | None:
 
 def find_blas() -> str | None:
     """The library to preload: ``TINYTITAN_BLAS`` if it names one, else BLIS when installed, else OpenBLAS."""
-    choice = os.environ.get(BLAS_ENV, "auto").strip().lower()
+    raw = os.environ.get(BLAS_ENV, "auto")
+    choice = raw.strip().lower() or "auto"
+    if choice not in _CHOICES and choice not in _OFF:
+        raise BlasChoiceError(f"{BLAS_ENV}={raw} is not a BLAS choice; use {', '.join(_CHOICES)} (or unset it)")
     if choice in _OFF:
         return None
     if choice == "openblas":

@@ -14,7 +14,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinytitan.engine.backends.mlx.resolve import ALLOW_PATTERNS, ModelUnavailable, hub_cache_dir, hub_offline
+from tinytitan.engine.backends.mlx.resolve import (
+    ALLOW_PATTERNS,
+    ModelUnavailable,
+    hub_cache_dir,
+    hub_offline,
+    root_cause,
+)
 
 __all__ = ["CachedRepo", "cached_repos", "find_cached", "pull", "remove"]
 
@@ -34,16 +40,6 @@ def _way_out(repo_id: str) -> str:
         f"connect to the network and run `tinytitan models pull {repo_id}` again (a partial download resumes), "
         "or copy the model directory to this machine and serve it with --models-dir DIR or --model DIR"
     )
-
-
-def _root(exc: BaseException) -> str:
-    """The innermost cause, on one line (``ConnectError: [Errno 111] Connection refused``)."""
-    seen = {id(exc)}
-    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
-        seen.add(id(inner))
-        exc = inner
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def pull(repo_id: str, cache_dir: Path | None = None) -> tuple[Path, bool]:
@@ -67,7 +63,9 @@ def pull(repo_id: str, cache_dir: Path | None = None) -> tuple[Path, bool]:
             "`hf auth login`)"
         ) from exc
     except Exception as exc:  # offline, no network, a dropped connection: the same way out
-        why = "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({_root(exc)})"
+        why = (
+            "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({root_cause(exc)})"
+        )
         raise ModelUnavailable(f"cannot pull '{repo_id}': {why}; {_way_out(repo_id)}") from exc
     return Path(str(path)), not offline
 

@@ -27,7 +27,7 @@ _ENV_NAME = re.compile(r"(?<![A-Za-z0-9])_?TINYTITAN_[A-Z0-9_]*[A-Z0-9]")
 EXTRA_ENVIRONMENT: dict[str, str] = {
     "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with a Debian BLAS preloaded (the fast Linux CPU path).",
     "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
-    "the default), blis, openblas or off.",
+    "the default), blis, openblas or off; any other value is refused (exit 2).",
     "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
     "TINYTITAN_DEVICE_CHECK": "1: debugging and tests: any MLX call off the engine's device thread raises "
     "a RuntimeError naming the function and the thread.",
@@ -73,10 +73,30 @@ FILES: list[tuple[str, str]] = [
     ("--prompt-cache-dir DIR", "The prompt cache's disk tier: KV snapshots kept across restarts."),
 ]
 EXIT_STATUS: list[tuple[str, str]] = [
-    ("0", "Success (serve: stopped cleanly). tinytitan launch exits with the agent's own status."),
-    ("1", "A chat in pipe mode had a failed message; an unexpected error."),
-    ("2", "A usage or setup error: a bad flag, a model that cannot be loaded, a server that is down."),
-    ("130", "Interrupted (Ctrl-C)."),
+    (
+        "0",
+        "Success. serve: stopped by Ctrl-C (once), after a clean shutdown — also while the weights load. "
+        "tinytitan launch exits with the agent's own status.",
+    ),
+    ("1", "A chat in pipe mode had a failed message; models rm was declined; an unexpected error."),
+    (
+        "2",
+        "A usage or setup error, in one line on stderr: a bad flag or variable (a --port outside 1-65535, an "
+        "unknown TINYTITAN_BLAS), a port in use, a model that cannot be loaded (missing or truncated weights, "
+        "refused at start-up; or its first load failed), a server that is down (chat).",
+    ),
+    ("3", "serve: the web app failed to start after the port was bound (the log says why)."),
+    ("75", "serve under mlx.launch: the group lost a rank; every rank exits with it so the launcher can restart."),
+    (
+        "130",
+        "Interrupted: Ctrl-C in chat or before serve started; serve: a second Ctrl-C while it shuts down "
+        "(stopped at once, open requests cut, one line).",
+    ),
+    (
+        "143",
+        "serve: stopped by SIGTERM. It shuts down cleanly (open streams end with an error event), then ends by "
+        "the signal, as uvicorn does and as service managers expect of a clean stop (a shell shows 143).",
+    ),
 ]
 
 

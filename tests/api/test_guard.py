@@ -172,14 +172,15 @@ def test_cors_simple_bodies_are_never_parsed(guarded: LiveServer, kind: str | No
 def test_api_key_guards_every_route_in_its_envelope(serve: Serve) -> None:
     with serve(settings=Settings(api_key="sekret")) as live:
         for method, path in _every_route(live):
-            if path == "/health":
+            if path in ("/health", "/ready"):  # probes: a monitor or a service manager holds no key
                 continue
             r = httpx.request(method, live.url + path, json=POST_BODIES.get(path), headers=_hdrs(path))
             assert r.status_code == 401, (method, path)
             if method != "HEAD":
                 assert _is_envelope(r, path) and r.json()["error"]["type"] == "authentication_error"
-        assert httpx.get(live.url + "/health").status_code == 200
-        assert httpx.head(live.url + "/health").status_code == 200
+        for probe in ("/health", "/ready"):
+            assert httpx.get(live.url + probe).status_code == 200
+            assert httpx.head(live.url + probe).status_code == 200
         for headers in ({"x-api-key": "sekret"}, {"authorization": "Bearer sekret"}):
             assert httpx.post(live.v1 + "/messages", json=MESSAGES, headers={**headers, **ANTHROPIC}).status_code == 200
             assert httpx.post(live.v1 + "/chat/completions", json=BODY, headers=headers).status_code == 200

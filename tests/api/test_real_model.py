@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
 from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.testing.process import free_port
 from tinytitan.testing.server import LiveServer, live_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,8 +190,9 @@ def test_offline_hub_id_is_a_clean_error(tmp_path: Path) -> None:
         "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
         "TINYTITAN_OPENBLAS": "0",
     }
+    port = str(free_port())  # the port is bound first: a free one, so that the model is what fails
     proc = subprocess.run(
-        [sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here"],
+        [sys.executable, "-m", "tinytitan", "serve", "--model", "mlx-community/nothing-here", "--port", port],
         env=env,
         capture_output=True,
         text=True,

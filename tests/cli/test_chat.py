@@ -276,7 +276,9 @@ def test_tools_are_not_offered_to_a_model_without_a_tool_call_syntax(server: Ser
     assert result.returncode == 0 and _requests(server)[-1]["tools"] != []  # the stub model can call tools
     with serve_stub_process(script(*RULES, tool_calls=False)) as plain_model:
         result = _pipe("--url", plain_model.url, "--tools", stdin="hi\nhello\n")
-        assert result.returncode == 0 and result.stdout == "hello from tinytitan\n\nhello from tinytitan\n"  # answers apart by a blank line
+        assert (
+            result.returncode == 0 and result.stdout == "hello from tinytitan\n\nhello from tinytitan\n"
+        )  # answers apart by a blank line
         assert result.stderr.count("has no tool-call syntax; --tools is off") == 1
         assert [r["tools"] for r in _requests(plain_model)] == [[], []]
 

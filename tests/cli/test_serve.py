@@ -76,7 +76,7 @@ def test_env_vars_are_read(tmp_path: Path) -> None:
 def test_bad_stub_script_is_a_clean_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    result = runner.invoke(app, ["serve", "--stub", str(bad)])
+    result = runner.invoke(app, ["serve", "--port", str(free_port()), "--stub", str(bad)])
     assert result.exit_code == 2 and "is not JSON" in result.output
 
 
@@ -253,7 +253,8 @@ def test_a_catalog_that_cannot_be_served_is_a_clean_error(tiny_dir: Path, tmp_pa
         (["--models-dir", str(root), "--model", "nope"], f"it serves {', '.join(served_catalog())}"),
     ]
     for args, message in cases:
-        result = runner.invoke(app, ["serve", *args])
+        # a free port: the port is bound (and a taken one refused) before the catalog is read
+        result = runner.invoke(app, ["serve", "--port", str(free_port()), *args])
         assert result.exit_code == 2 and message in result.output, result.output
 
 

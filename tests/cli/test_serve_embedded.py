@@ -1,4 +1,5 @@
-"""A fresh machine: no --model, an empty Hugging Face cache, offline — ``tinytitan serve`` still answers.
+"""A fresh machine: no --model, an empty Hugging Face cache, offline — ``tinytitan serve`` still answers,
+says what it does while the model converts and loads, and reports ``loading`` then ``ok`` on ``/health``.
 
 Runs the real CLI as a user would (a subprocess with the repository on PYTHONPATH), with an empty
 HF_HOME, HF_HUB_OFFLINE=1 and an empty TinyTitan cache, so the embedded SmolLM2 is found, converted
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tinytitan.testing.process import free_port, stop, wait_healthy
+from tinytitan.testing.process import free_port, stop, wait_started
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +35,15 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         proc = subprocess.Popen(
             [sys.executable, "-m", "tinytitan", "serve"], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
+    states: list[str] = []
+
+    def ready() -> bool:
+        states.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()["status"])
+        return states[-1] == "ok"
+
     try:
-        wait_healthy(proc, f"http://127.0.0.1:{port}", 120, log)
+        wait_started(proc, ready, 120)
+        assert states[0] == "loading" and states[-1] == "ok" and states.count("ok") == 1  # in this order
         body = {
             "model": "SmolLM2-135M-Instruct",
             "messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
@@ -47,5 +55,10 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         banner = log.read_text()
         assert "serving the embedded SmolLM2-135M-Instruct" in banner and "the hub is offline" in banner
         assert "TinyTitan serving 'SmolLM2-135M-Instruct'" in banner
+        said = [line for line in banner.splitlines() if line.startswith("TinyTitan")]
+        assert said[0] == "TinyTitan: converting SmolLM2-135M-Instruct.Q4_1.gguf (98 MB) into an MLX model, once…"
+        assert "TinyTitan: loading weights (98 MB, as float32)…" in said
+        assert said[-1].startswith("TinyTitan serving 'SmolLM2-135M-Instruct'")  # the banner once ready
+        assert "Traceback" not in banner
     finally:
         stop(proc)

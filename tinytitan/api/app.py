@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,7 +22,7 @@ from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.responses.websocket import responses_socket
-from tinytitan.api.shared import ModelsController, health, health_head, root, stub_requests
+from tinytitan.api.shared import ModelsController, health, health_head, ready, ready_head, root, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -39,7 +40,12 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         try:
             yield
         finally:
-            engine.shutdown()
+            if engine.readiness.state == "loading":
+                # stopped while the weights load: a load cannot be interrupted and closing its backend
+                # would wait for all of it, so the process may leave now (the caller joins the engine)
+                threading.Thread(target=engine.shutdown, name="tinytitan-shutdown", daemon=True).start()
+            else:
+                engine.shutdown()
 
     def provide_engine() -> Engine:
         return engine
@@ -53,6 +59,8 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         root,
         health,
         health_head,
+        ready,
+        ready_head,
         ModelsController,
         ChatCompletionsController,
         ResponsesController,

@@ -5,7 +5,7 @@
 - the DNS-rebinding guard: a ``Host`` that is not loopback or the configured host → 403;
 - the Origin rule: a non-loopback ``Origin`` (``null`` included) → 403 unless listed with
   ``--cors-origin`` (then CORS headers are sent, and preflights answered);
-- the optional API key: with ``--api-key`` every route but ``/health`` needs it → 401;
+- the optional API key: with ``--api-key`` every route but ``/health`` and ``/ready`` needs it → 401;
 - POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed);
 - a WebSocket upgrade passes the same Host, Origin and key checks; it is refused (an HTTP answer in
   the OpenAI envelope, through the ASGI WebSocket denial response) on any path but
@@ -96,7 +96,7 @@ def _check(scope: HTTPScope | WebSocketScope, headers: dict[str, str], config: G
     if method == "OPTIONS" and cors is not None:
         return cors
     path = scope.get("path", "")
-    if config.api_key and path != "/health":
+    if config.api_key and path not in ("/health", "/ready"):
         auth = headers.get("authorization", "")
         given = auth[7:].strip() if auth.lower().startswith("bearer ") else headers.get("x-api-key")
         if not given or not secrets.compare_digest(given, config.api_key):

@@ -113,6 +113,7 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
         }
     paths["/"] = {"get": _plain("One plain-text line saying the server runs (for a browser)")}
     paths["/health"] = {"get": _plain("Liveness"), "head": _plain("Liveness")}
+    paths["/ready"] = {"get": _plain("Readiness (503 until the model is loaded)"), "head": _plain("Readiness")}
     listing = _plain("List models, each with context_window and max_output_tokens")
     listing["parameters"] = [
         {

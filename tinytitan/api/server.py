@@ -7,12 +7,21 @@ that (a long prefill; in a distributed group, a collective with a rank that died
 told first (``Engine.stop``): waiting and new requests are refused at once with a 503 in their
 protocol's envelope, running ones may finish for ``FINISH_WITHIN`` seconds and then end with the
 same error as a well-formed stream ending — every connection closes before uvicorn gives up.
+
+``tinytitan serve`` runs it on the socket it bound before loading anything (``tinytitan.api.listen``).
+A second Ctrl-C while it shuts down stops the process at once with one line and status 130: no
+waiting, no tracebacks from the connections it cuts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import signal
 import socket
+import sys
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -22,10 +31,26 @@ from tinytitan.api.transport import uvicorn_options
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
-__all__ = ["FINISH_WITHIN", "SHUTDOWN_GRACE", "Server", "serve"]
+__all__ = ["FINISH_WITHIN", "FORCED_STOP", "SHUTDOWN_GRACE", "Server", "serve"]
 
 SHUTDOWN_GRACE = 5  # seconds uvicorn waits for open connections before it cancels them
 FINISH_WITHIN = 3.0  # of which running generations may use this much to finish on their own
+FORCED_STOP = 130  # the exit status of a second Ctrl-C (128 + SIGINT, as a shell reports it)
+
+
+_PROBES = ("/health", "/ready")
+
+
+class _NoProbes(logging.Filter):
+    """Drops the access-log line of a ``/health`` or ``/ready`` poll (a monitor would flood the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        path = args[2] if isinstance(args, tuple) and len(args) > 2 else ""
+        return not (isinstance(path, str) and path.split("?", 1)[0] in _PROBES)
+
+
+_NO_PROBES = _NoProbes()
 
 
 class Server(uvicorn.Server):
@@ -40,16 +65,24 @@ class Server(uvicorn.Server):
             )
         )
         self.engine = engine
+        logging.getLogger("uvicorn.access").addFilter(_NO_PROBES)  # once: filters are a set-like list
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.engine.stop(finish_within=FINISH_WITHIN)
         await super().shutdown(sockets)
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """uvicorn's handler (main thread only): a second Ctrl-C ends the process now, in one line."""
+        if self.should_exit and sig == signal.SIGINT:
+            sys.stderr.write("\ntinytitan serve: stopped at once (second Ctrl-C); open requests were cut\n")
+            sys.stderr.flush()
+            os._exit(FORCED_STOP)  # skips finalization: a generation thread may be inside MLX
+        super().handle_exit(sig, frame)
 
-def serve(engine: Engine, settings: Settings) -> None:
-    """Serve on ``settings.host:settings.port`` until SIGTERM or Ctrl-C; exit 3 if it never started."""
-    server = Server(engine, settings, host=settings.host, port=settings.port)
+
+def serve(server: Server, sock: socket.socket) -> None:
+    """Serve on the bound ``sock`` until SIGTERM or Ctrl-C; exit 3 if the app never started."""
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn re-raises it once it has shut down
-        server.run()
-    if not server.started:
-        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the port is taken, the app failed to start
+        server.run(sockets=[sock])
+    if not server.started and not server.should_exit:
+        raise SystemExit(3)  # the app's startup failed (the log says why)

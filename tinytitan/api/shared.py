@@ -1,17 +1,25 @@
-"""Shared routes (reference §3): a line at ``/`` for a browser, health, the model list in both shapes,
-one model, unload."""
+"""Shared routes (reference §3): a line at ``/`` for a browser, health and readiness, the model list in
+both shapes, one model, unload.
+
+``/health`` is liveness: 200 while the process answers, its ``status`` ``ok`` once the model is in,
+``loading`` (with the ``step`` under way) before, ``failed`` (with the ``error``) when it could not
+load. ``/ready`` is readiness: the same body, 200 only when ready, else 503 — for a load balancer,
+a service manager or a script that waits before sending work. Neither needs the API key.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Controller, Request, Response, get, head, post
 from litestar.params import FromPath
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
+from tinytitan.engine.service import Engine
 
-__all__ = ["ModelsController", "health", "health_head", "root", "stub_requests"]
+__all__ = ["ModelsController", "health", "health_head", "ready", "ready_head", "root", "stub_requests"]
 
 
 def _openai_model(model_id: str, window: int) -> dict[str, Any]:
@@ -50,15 +58,38 @@ def root() -> Response[str]:
     return Response(_ROOT, media_type="text/plain")
 
 
+def _state(engine: Engine, *, readiness: bool) -> Response[bytes]:
+    body = msgspec.json.encode(engine.readiness.as_json())
+    status = 503 if readiness and engine.readiness.state != "ready" else 200
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _head(answer: Response[bytes]) -> Response[None]:
+    """The headers GET would send — ``content-length`` included — and no body (RFC 9110 §9.3.2)."""
+    length = str(len(answer.content))
+    return Response(
+        None, status_code=answer.status_code, media_type="application/json", headers={"content-length": length}
+    )
+
+
 @get("/health", sync_to_thread=False)
-def health() -> Response[bytes]:
-    return Response(_HEALTH, media_type="application/json")
+def health(engine: EngineDep) -> Response[bytes]:
+    return _state(engine, readiness=False)
 
 
 @head("/health", sync_to_thread=False)
-def health_head() -> Response[None]:
-    """The headers GET would send — ``content-length`` included — and no body (RFC 9110 §9.3.2)."""
-    return Response(None, media_type="application/json", headers={"content-length": str(len(_HEALTH))})
+def health_head(engine: EngineDep) -> Response[None]:
+    return _head(_state(engine, readiness=False))
+
+
+@get("/ready", sync_to_thread=False)
+def ready(engine: EngineDep) -> Response[bytes]:
+    return _state(engine, readiness=True)
+
+
+@head("/ready", sync_to_thread=False)
+def ready_head(engine: EngineDep) -> Response[None]:
+    return _head(_state(engine, readiness=True))
 
 
 class ModelsController(Controller):

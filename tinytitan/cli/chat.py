@@ -83,7 +83,7 @@ def chat(
         system=system,
         max_tokens=max_tokens,
         tools=tools,
-        before_model=lambda: fast_cpu(True),  # before stdin is read: a re-exec starts the process over
+        before_model=lambda: fast_cpu(True, "chat"),  # before stdin is read: a re-exec starts the process over
         prompt=" ".join(prompt) if prompt else None,
     )
     raise typer.Exit(run_chat(options))

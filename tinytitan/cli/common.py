@@ -27,15 +27,21 @@ def fail(command: str, message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def fast_cpu(uses_model: bool) -> None:
+def fast_cpu(uses_model: bool, command: str) -> None:
     """Re-exec once with OpenBLAS preloaded (tinytitan.cpu_blas) when a real model will run.
 
     Call it first thing — before reading stdin or a file: the re-executed process starts over and a
-    stream already consumed would be empty for it.
+    stream already consumed would be empty for it. An unknown ``TINYTITAN_BLAS`` is refused (exit 2).
     """
-    if uses_model and _reexec_allowed:
-        from tinytitan.cpu_blas import ensure_openblas
+    if not uses_model:
+        return
+    from tinytitan.cpu_blas import BlasChoiceError, ensure_openblas, find_blas
 
+    try:
+        find_blas()
+    except BlasChoiceError as exc:
+        raise fail(command, str(exc)) from None
+    if _reexec_allowed:
         ensure_openblas()
 
 

@@ -89,7 +89,7 @@ def compact(
     from tinytitan.engine.compaction import compact as run_compaction
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
 
-    fast_cpu(not flags.stub)  # before stdin is read: a re-exec starts the process over
+    fast_cpu(not flags.stub, "compact")  # before stdin is read: a re-exec starts the process over
     try:
         settings = flags.settings(queue_limit=1)
         text = sys.stdin.read() if session == "-" else Path(session).read_text(encoding="utf-8")

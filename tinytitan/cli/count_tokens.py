@@ -42,7 +42,7 @@ def count_tokens(
     from tinytitan.engine.backends.factory import build_engine
     from tinytitan.engine.errors import TinyTitanError
 
-    fast_cpu(not flags.stub)  # before stdin is read: a re-exec starts the process over
+    fast_cpu(not flags.stub, "count-tokens")  # before stdin is read: a re-exec starts the process over
     try:
         settings = flags.settings(queue_limit=1)
         kind = parse_api(api) if api is not None else None

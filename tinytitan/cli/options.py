@@ -46,11 +46,12 @@ __all__ = [
 ]
 
 
-def option(flag: str, help: str, metavar: str | None = None) -> Any:
+def option(flag: str, help: str, metavar: str | None = None, **checks: Any) -> Any:
     """An option that reads its own variable, for ``Annotated[T, option(...)] = default``:
-    ``--max-context`` reads ``TINYTITAN_MAX_CONTEXT``, ``--memory/--no-memory`` ``TINYTITAN_MEMORY``."""
+    ``--max-context`` reads ``TINYTITAN_MAX_CONTEXT``, ``--memory/--no-memory`` ``TINYTITAN_MEMORY``.
+    ``checks``: click's own bounds (``min=1, max=65535``), refused as a usage error (exit 2)."""
     envvar = "TINYTITAN_" + flag.split("/")[0].removeprefix("--").replace("-", "_").upper()
-    return typer.Option(flag, envvar=envvar, metavar=metavar, help=help)
+    return typer.Option(flag, envvar=envvar, metavar=metavar, help=help, **checks)
 
 
 _MODEL_HELP = "A local model directory, a GGUF file or a Hugging Face hub id (org/name)."

@@ -5,11 +5,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import socket
+import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.loading_display import LoadingDisplay
 from tinytitan.cli.options import (
     Dtype,
     Memory,
@@ -30,6 +35,7 @@ from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 if TYPE_CHECKING:
     from tinytitan.engine.distributed import Distributed
     from tinytitan.engine.request import ModelInfo
+    from tinytitan.engine.service import Engine
 
 __all__ = ["SERVE_EPILOG", "serve"]
 
@@ -46,9 +52,10 @@ def serve(
         str,
         option("--host", "Address to bind. Anything but loopback requires --api-key.", "HOST"),
     ] = DEFAULT_HOST,
-    port: Annotated[int, option("--port", "Port to listen on.", "PORT")] = DEFAULT_PORT,
+    port: Annotated[int, option("--port", "Port to listen on (1-65535).", "PORT", min=1, max=65535)] = DEFAULT_PORT,
     api_key: Annotated[
-        str | None, option("--api-key", "Require this key (Bearer or x-api-key) on every route but /health.", "KEY")
+        str | None,
+        option("--api-key", "Require this key (Bearer or x-api-key) on every route but /health and /ready.", "KEY"),
     ] = None,
     cors_origin: Annotated[
         list[str], option("--cors-origin", "Allow browser requests from this origin (repeatable).", "ORIGIN")
@@ -218,6 +225,14 @@ def _given(**values: float | None) -> dict[str, float]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def _say(line: str) -> None:
+    """One line on stderr; on a terminal wrapped between words (never mid-word) to its width."""
+    if sys.stderr.isatty():
+        width = max(40, shutil.get_terminal_size().columns - 1)
+        line = textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    typer.echo(line, err=True)
+
+
 def _engine_note(settings: Settings) -> str:
     if settings.stub:
         return "scripted"
@@ -271,55 +286,117 @@ def _follow(backend: Any, distributed: Distributed) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _banner(engine: Engine, settings: Settings) -> str:
+    """The one line that says the server is ready: what it serves, where, on what."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    where = f"at http://{host}:{settings.port}/v1"
+    if not engine.models.catalog:
+        facts = f"context {engine.info.context_window} tokens, {_engine_note(settings)}"
+        return f"TinyTitan serving '{engine.info.id}' {where} ({facts})"
+    ids = engine.model_ids()
+    shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
+    first = engine.models.preferred
+    facts = f"{first} loaded" if first else "each loaded on its first request"
+    facts += f", {_engine_note(settings)}"
+    return f"TinyTitan serving a catalog of {len(ids)} models ({shown}) {where} ({facts})"
+
+
+def _bind(settings: Settings) -> socket.socket:
+    from tinytitan.api.listen import ListenError, listen
+
+    try:
+        return listen(settings.host, settings.port)
+    except ListenError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _quiet_uvicorn(level: str) -> None:
+    """uvicorn's start/stop chatter says what the banner says; it is shown only at debug."""
+    if level != "debug":
+        logging.getLogger("uvicorn.error").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+
+
 def run_server(settings: Settings) -> None:
+    """Bind, resolve the model (refusing one that cannot load), serve while it loads, banner when ready."""
     from tinytitan.engine.backends.factory import build_backend, build_engine
-    from tinytitan.engine.defaults import describe_defaults
+    from tinytitan.engine.readiness import listen
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    fast_cpu(not settings.stub)  # may re-exec this process once, before mlx is imported
+    fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
     if distributed is not None and settings.max_concurrent != 1:
         # the group decodes in lockstep, one request at a time (lockstep batching is not built)
         settings = dataclasses.replace(settings, max_concurrent=1)
     if distributed is not None and settings.models_dirs:
         raise _fail("a distributed group serves one --model; --models-dir is for one machine")
+    sock = _bind(settings) if distributed is None or distributed.rank == 0 else None
+    display = LoadingDisplay()
     backend = None
     try:
-        if distributed is not None:
-            backend = build_backend(settings, distributed)
-            distributed.plan(getattr(backend, "config", {}))
-        engine = build_engine(settings, backend)
-        info = engine.info
+        with listen(display):  # a GGUF conversion says what it does
+            if distributed is not None:
+                backend = build_backend(settings, distributed)
+                distributed.plan(getattr(backend, "config", {}))
+            engine = build_engine(settings, backend)
+            _ = engine.info
     except (OSError, ValueError) as exc:  # ScriptError, SettingsError and DistributedError are ValueErrors
+        display.clear()
         raise _fail(str(exc)) from None
+    except KeyboardInterrupt:  # Ctrl-C while a GGUF file converts: nothing is half-written
+        display.clear()
+        raise typer.Exit(0) from None
     if distributed is not None and distributed.rank > 0:
         _follow(backend, distributed)
+    assert sock is not None
     if not engine.models.catalog and (note := engine.backend.note):
-        typer.echo(f"TinyTitan: {note}", err=True)
-    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    if engine.models.catalog:
-        ids = engine.model_ids()
-        shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
-        what = f"a catalog of {len(ids)} models ({shown})"
-        first = engine.models.preferred
-        facts = f"{'loading ' + first if first else 'loaded on first request'}, {_engine_note(settings)}"
-    else:
-        what = f"'{info.id}'"
-        facts = f"context {info.context_window} tokens, {_engine_note(settings)}"
-    typer.echo(f"TinyTitan serving {what} at http://{shown_host}:{settings.port}/v1 ({facts})", err=True)
-    if distributed is not None:
-        typer.echo(f"TinyTitan {distributed.describe()}", err=True)
-    if settings.memory:
-        typer.echo(_memory_note(settings, None if engine.models.catalog else info), err=True)
-    if not engine.models.catalog:
-        typer.echo(f"Sampling defaults: {describe_defaults(info)}; a request's own values win", err=True)
-    elif settings.sampling_defaults:
-        flags = ", ".join(f"{k} {v:g}" for k, v in settings.sampling_defaults.items())
-        typer.echo(f"Sampling defaults of every model: {flags} (serve flags); the rest are each model's", err=True)
+        _say(f"TinyTitan: {note}")
     try:
-        from tinytitan.api.server import serve as serve_http
-
-        serve_http(engine, settings)
+        _serve(engine, settings, sock, display, distributed)
+    except KeyboardInterrupt:  # Ctrl-C before uvicorn took the signal over (the web stack imports)
+        display.clear()
+        raise typer.Exit(0) from None
     finally:
         if distributed is not None:
             distributed.shutdown()  # the followers exit with rank 0
+
+
+def _serve(
+    engine: Engine, settings: Settings, sock: socket.socket, display: LoadingDisplay, distributed: Distributed | None
+) -> None:
+    from tinytitan.api.server import Server, serve
+    from tinytitan.engine.readiness import Readiness, listen
+
+    server = Server(engine, settings)
+    _quiet_uvicorn(settings.log_level)  # after uvicorn configured its loggers
+    failed: list[str] = []
+
+    def settled(readiness: Readiness) -> None:
+        from tinytitan.engine.defaults import describe_defaults
+
+        display.clear()
+        if server.should_exit:  # stopping already: no banner
+            return
+        if readiness.state == "failed":
+            failed.append(readiness.error or f"'{engine.models.preferred}' could not be loaded")
+            server.should_exit = True
+            return
+        _say(_banner(engine, settings))
+        if distributed is not None:
+            _say(f"TinyTitan {distributed.describe()}")
+        if settings.memory:
+            _say(_memory_note(settings, None if engine.models.catalog else engine.info))
+        if not engine.models.catalog:
+            _say(f"Sampling defaults: {describe_defaults(engine.info)}; a request's own values win")
+        elif settings.sampling_defaults:
+            flags = ", ".join(f"{k} {v:g}" for k, v in settings.sampling_defaults.items())
+            _say(f"Sampling defaults of every model: {flags} (serve flags); the rest are each model's")
+
+    engine.readiness.on_change(settled)
+    with listen(display):
+        serve(server, sock)
+    display.clear()
+    if failed:
+        raise _fail(failed[0])
+    if not engine.join(timeout=1.0):  # Ctrl-C while weights load: a load cannot be interrupted, so
+        sys.stderr.flush()  # leave without waiting for it (the thread may be inside MLX: no finalizing)
+        os._exit(0)

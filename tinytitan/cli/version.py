@@ -42,9 +42,12 @@ def engine_description() -> str:
     if gpu:
         return f"mlx on {gpu[0]}"
     if sys.platform.startswith("linux"):
-        from tinytitan.cpu_blas import blas_state
+        from tinytitan.cpu_blas import BlasChoiceError, blas_state
 
-        return f"mlx on CPU, {blas_state().describe()}"
+        try:
+            return f"mlx on CPU, {blas_state().describe()}"
+        except BlasChoiceError as exc:
+            return f"mlx on CPU; {exc}"
     return "mlx on CPU"
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "HeadersTooLarge",
     "InvalidRequest",
     "MethodNotAllowed",
+    "ModelLoadFailed",
     "NotFound",
     "QueueFull",
     "RequestTimeout",
@@ -131,6 +132,11 @@ class ShuttingDown(TinyTitanError, status=503, code="server_shutting_down"):
 
     def __init__(self, message: str = "the server is shutting down") -> None:
         super().__init__(message)
+
+
+class ModelLoadFailed(TinyTitanError, status=503, code="model_unavailable"):
+    """A model's weights could not be loaded (a catalog switch to a model whose files went missing or
+    broke); the message names the model and the cause. The server itself is fine: other models answer."""
 
 
 class Unsupported(TinyTitanError, status=501, code="unsupported_operation"):

@@ -18,6 +18,7 @@ client that went away) cancels the generation within a token and frees the slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -32,6 +33,7 @@ from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTit
 from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.manager import ModelManager
 from tinytitan.engine.queue import AdmissionQueue
+from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.validate import validate
@@ -67,6 +69,7 @@ class Engine:
         self.sampling_defaults = dict(sampling_defaults or {})  # serve's --temperature …: over the model's
         self.strip = strip or StripRules()
         self.memory = memory  # the memory decorator, when memory is on
+        self.readiness = Readiness()  # loading → ready | failed: the first model's weights (warm_up)
         self.jobs: set[Job] = set()  # admitted and not yet closed (ended at shutdown)
         self.device = DeviceWorker(self.models.backend, log_loads=self.models.catalog)
         self.models.worker = self.device
@@ -200,15 +203,27 @@ class Engine:
         """Start loading the model to serve first on the device worker; requests queue behind it.
 
         One model: that one. A catalog: the one ``--model`` named, else nothing until a request names one.
+        ``readiness`` turns ``ready`` when its weights are in (at once when there is nothing to load),
+        or ``failed`` with the reason; it notes the loading code's progress lines meanwhile.
         """
-
-        def report(future: Future[Any]) -> None:
-            if not future.cancelled() and future.exception() is not None:
-                log.error("loading the model failed: %s", future.exception())
-
         first = self.models.preferred
         if first is None or self.models.backend(first).loaded:
+            self.readiness.ready()
             return None
+        listening = contextlib.ExitStack()
+        listening.enter_context(listen(self.readiness.note))  # the loading code's progress lines
+
+        def report(future: Future[Any]) -> None:  # on the device thread
+            listening.close()
+            error = None if future.cancelled() else future.exception()
+            if future.cancelled():
+                self.readiness.fail("the server stopped before the model was loaded")
+            elif error is None:
+                self.readiness.ready()
+            else:
+                log.debug("loading the model failed: %r", error)  # readiness carries it: serve prints it
+                self.readiness.fail(error.message if isinstance(error, TinyTitanError) else str(error))
+
         loading = self.device.activate(first)
         loading.add_done_callback(report)
         return loading

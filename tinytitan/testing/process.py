@@ -21,7 +21,16 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ServerProcess", "free_port", "serve_process", "serve_stub_process", "stop", "wait_healthy", "wait_started"]
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "serve_process",
+    "serve_stub_process",
+    "start_serve",
+    "stop",
+    "wait_healthy",
+    "wait_started",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +41,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def start_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m tinytitan serve ARGS…`` as a user runs it, stdout and stderr piped as text
+    (``communicate()`` reads both); ``env`` adds to this process's environment."""
+    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    cmd = [sys.executable, "-m", "tinytitan", "serve", *args]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(cmd, env=full, cwd=str(REPO_ROOT), stdout=pipe, stderr=pipe, text=True)
+
+
 def wait_started(
-    process: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float, interval: float = 0.05
+    process: subprocess.Popen[Any], ready: Callable[[], bool], timeout: float, interval: float = 0.05
 ) -> None:
     """Poll ``ready`` (a request to the server; a refused connection counts as not yet) until it says
     True; ``RuntimeError`` when the process exits first or ``timeout`` seconds pass."""
@@ -59,7 +77,7 @@ def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float, log
         raise RuntimeError(f"{exc}\n{log.read_text(errors='replace')}" if log is not None else str(exc)) from None
 
 
-def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+def stop(process: subprocess.Popen[Any], grace: float = 30.0) -> None:
     """SIGTERM, and SIGKILL when the process has not exited ``grace`` seconds later."""
     if process.poll() is not None:
         return

@@ -118,3 +118,26 @@ def test_a_converted_gguf_directory_is_known_by_its_files_name(tmp_path: Path) -
     info = read_facts(source.path, source.model_id).info
     assert (info.defaults, info.tool_calls) == ({"temperature": 0.2, "top_p": 0.9}, False)
     assert set(info.defaults_from.values()) == {"publisher: SmolLM2 model card"}
+
+
+def test_a_truncated_weight_file_is_refused_without_reading_the_weights(tiny_dir: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    for item in tiny_dir.iterdir():
+        if item.suffix != ".safetensors":
+            (model / item.name).write_bytes(item.read_bytes())
+    with (tiny_dir / "model.safetensors").open("rb") as full:
+        (model / "model.safetensors").write_bytes(full.read(100_000))  # a download cut short
+    with pytest.raises(ModelUnavailable, match=r"model\.safetensors is truncated \(0\.1 of [\d.]+ MB"):
+        check_loadable(model)
+    (model / "model.safetensors").write_bytes(b"\x00\x01")
+    with pytest.raises(ModelUnavailable, match=r"model\.safetensors is not a complete safetensors file"):
+        check_loadable(model)
+
+
+def test_a_shard_the_index_names_must_be_there(tiny_dir: Path, tmp_path: Path) -> None:
+    model = link_model(tiny_dir, tmp_path / "m")
+    index = {"weight_map": {"a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelUnavailable, match=r"model-00002-of-00002\.safetensors is missing"):
+        check_loadable(model)

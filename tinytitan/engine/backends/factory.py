@@ -57,7 +57,14 @@ def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **
 
 
 def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
-    return _mlx_backend(settings, str(entry.path), model_id, device=device)
+    """Built on a catalog model's first request: its files may have gone since the scan (a 503)."""
+    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.errors import ModelLoadFailed
+
+    try:
+        return _mlx_backend(settings, str(entry.path), model_id, device=device)
+    except ModelUnavailable as exc:
+        raise ModelLoadFailed(f"model '{model_id}' could not be loaded: {exc.message}") from None
 
 
 def build_catalog(settings: Settings) -> ModelManager:

@@ -20,6 +20,7 @@ from typing import Any
 from tinytitan.engine.backends.base import Backend, Prompt
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import GenerationFailed, Unsupported
+from tinytitan.engine.readiness import progress
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 from tinytitan.jsonfile import read_json
 
@@ -109,6 +110,18 @@ class StubBackend(Backend):
     recorded: list[dict[str, Any]] = field(default_factory=list)
     _cache: list[list[str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _loaded: bool = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded or not self.script.get("load_ms")
+
+    def load(self) -> None:
+        """A script's ``load_ms`` makes the first load take that long, like weights coming in."""
+        if not self.loaded:
+            progress("loading weights (scripted)")
+            time.sleep(float(self.script["load_ms"]) / 1000)
+        self._loaded = True
 
     @property
     def info(self) -> ModelInfo:

@@ -201,7 +201,7 @@ class MlxBackend(Backend):
 
                 self._model = load_shard(self, self.distributed)
                 return
-            self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device)
+            self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
             log.info("loaded %s from %s", self._info.id, self.source.path)
 
     def follow(self) -> int:

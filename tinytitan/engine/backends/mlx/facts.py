@@ -101,8 +101,9 @@ def _architecture_supported(model_type: str) -> bool:
 def check_loadable(path: Path) -> None:
     """Raise ``ModelUnavailable`` with a one-line reason unless mlx-lm could load ``path``.
 
-    Checks the files (config, architecture, weights, tokenizer, chat template), not the weights'
-    contents: a corrupt file still fails at load time, where the error names it.
+    Checks the files (config, architecture, weights, tokenizer, chat template) and that each weight
+    file is as long as its header says (a half-finished download), never reading the weights
+    themselves: a corrupt file still fails at load time, where the error names it.
     """
     if not (path / "config.json").is_file():
         raise ModelUnavailable("no config.json")
@@ -112,11 +113,35 @@ def check_loadable(path: Path) -> None:
         raise ModelUnavailable("config.json names no model_type")
     if not _architecture_supported(model_type):
         raise ModelUnavailable(f"architecture '{model_type}' is not supported by mlx-lm")
-    if not any(path.glob("*.safetensors")):
-        raise ModelUnavailable("no .safetensors weights")
+    _check_weights(path)
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):
         raise ModelUnavailable("no tokenizer (tokenizer.json or tokenizer.model)")
     read_template(path)
+
+
+def _check_weights(path: Path) -> None:
+    """Every weight file there and complete: those an index names, each as long as its header says."""
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ModelUnavailable("no .safetensors weights (an unfinished download?)")
+    index = path / "model.safetensors.index.json"
+    named = read_json(index).get("weight_map", {}) if index.is_file() else {}
+    missing = sorted({str(f) for f in (named.values() if isinstance(named, dict) else ())} - {f.name for f in files})
+    if missing:
+        raise ModelUnavailable(f"{missing[0]} is missing ({index.name} names {len(missing)} absent file(s))")
+    for file in files:
+        size = file.stat().st_size
+        header = _header(file)
+        ends = [int(v["data_offsets"][1]) for v in header.values() if isinstance(v, dict) and "data_offsets" in v]
+        if not header:
+            raise ModelUnavailable(f"{file.name} is not a complete safetensors file ({size} bytes)")
+        with file.open("rb") as fh:
+            (header_size,) = struct.unpack("<Q", fh.read(8))
+        needed = 8 + header_size + max(ends, default=0)
+        if size < needed:
+            raise ModelUnavailable(
+                f"{file.name} is truncated ({size / 1e6:.1f} of {needed / 1e6:.1f} MB; an interrupted download?)"
+            )
 
 
 def _header(file: Path) -> dict[str, Any]:

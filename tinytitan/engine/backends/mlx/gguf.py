@@ -27,6 +27,7 @@ from tinytitan.engine.backends.mlx.gguf_file import GGUFError, GGUFFile, read_gg
 from tinytitan.engine.backends.mlx.gguf_quants import UnsupportedQuantization, decode, tensor_nbytes
 from tinytitan.engine.backends.mlx.gguf_tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+from tinytitan.engine.readiness import progress
 
 __all__ = ["CONVERTER_VERSION", "convert", "file_digest", "gguf_cache_dir", "gguf_model_dir"]
 
@@ -63,10 +64,12 @@ def file_digest(path: Path) -> str:
 
 
 def _check(gguf: GGUFFile) -> None:
-    """Everything that can be refused, refused before any tensor is decoded."""
+    """Everything that can be refused, refused before any tensor is decoded (a cut-short file too)."""
+    size = gguf.path.stat().st_size
     for info in gguf.tensors.values():
         mlx_name(gguf.architecture, info.name)
-        tensor_nbytes(info)
+        if info.offset + tensor_nbytes(info) > size:
+            raise GGUFError(f"{gguf.path}: tensor {info.name} runs past the end of the file (a partial download?)")
 
 
 def convert(gguf: GGUFFile, out: Path) -> None:
@@ -123,20 +126,26 @@ def gguf_model_dir(path: Path) -> Path:
         gguf = read_gguf(path)
     except (GGUFError, OSError) as exc:
         raise ModelUnavailable(str(exc)) from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    tmp: Path | None = None
     started = time.monotonic()
     try:
+        _check(gguf)
+        progress(f"converting {path.name} ({path.stat().st_size / 1e6:.0f} MB) into an MLX model, once")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
         convert(gguf, tmp)
         try:
             os.replace(tmp, target)
         except OSError:  # another process finished the same conversion first
             if not (target / "config.json").exists():
                 raise
-    except (UnsupportedArchitecture, UnsupportedQuantization, UnsupportedTokenizer, GGUFError) as exc:
+    except GGUFError as exc:  # its message names the file already
+        raise ModelUnavailable(str(exc)) from exc
+    except (UnsupportedArchitecture, UnsupportedQuantization, UnsupportedTokenizer) as exc:
         raise ModelUnavailable(f"{path}: {exc}") from exc
     finally:
         gguf.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     log.info("converted %s (%s) in %.1f s into %s", path.name, gguf.architecture, time.monotonic() - started, target)
     return target

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+from tinytitan.engine.errors import ModelLoadFailed
+from tinytitan.engine.readiness import progress
 
 __all__ = [
     "DTYPES",
@@ -74,14 +76,27 @@ def load_tokenizer(path: Path) -> Any:
     from mlx_lm.utils import load_config
     from mlx_lm.utils import load_tokenizer as _load
 
+    progress("loading the tokenizer")
     eos = load_config(path).get("eos_token_id")
     return _load(path, eos_token_ids=eos)
 
 
-def load_weights(path: Path, dtype_setting: str, device: str | None = None) -> tuple[Any, dict[str, Any]]:
-    """The model (evaluated on ``device``, in its compute dtype) and its config."""
-    with device_context(device):
-        return _load_weights(path, dtype_setting, device)
+def load_weights(
+    path: Path, dtype_setting: str, device: str | None = None, name: str | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """The model (evaluated on ``device``, in its compute dtype) and its config.
+
+    Weights that cannot be read (a file deleted or truncated since startup) raise ``ModelLoadFailed``
+    naming the model (``name``, else the directory) and the cause: a 503, never a 500.
+    """
+    try:
+        with device_context(device):
+            return _load_weights(path, dtype_setting, device)
+    except Exception as exc:  # mlx-lm and safetensors raise many kinds for a bad file
+        cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())
+        raise ModelLoadFailed(
+            f"model '{name or path.name}' could not be loaded from {path}: {cause or type(exc).__name__}"
+        ) from exc
 
 
 def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[Any, dict[str, Any]]:
@@ -89,14 +104,13 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
     from mlx_lm.utils import dequantize_model, load_model
 
     target = compute_dtype(dtype_setting, device)
-    try:
-        model, config = load_model(path, lazy=True)
-    except (FileNotFoundError, ValueError) as exc:
-        raise ModelUnavailable(f"cannot load the weights in {path}: {exc}") from exc
+    size = sum(p.stat().st_size for p in path.glob("*.safetensors"))
+    progress(f"loading weights ({size / 1e6:.0f} MB{', as ' + target if target else ''})")
+    model, config = load_model(path, lazy=True)
     if target is not None:
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
-        log.info("running %s in %s", path.name, target)
+        log.debug("running %s in %s", path.name, target)
     mx.eval(model.parameters(), _private_arrays(model))
     model.eval()
     return model, config

@@ -31,6 +31,7 @@ __all__ = [
     "hub_offline",
     "read_json",
     "resolve_model",
+    "root_cause",
     "sampling_defaults",
 ]
 
@@ -87,12 +88,23 @@ def hub_offline() -> bool:
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in flags)
 
 
-def _how_to_get(repo: str, *, default: bool) -> str:
-    hint = f"fetch it while online (`tinytitan models pull {repo}`, or start once without HF_HUB_OFFLINE)"
+def _how_to_get(repo: str, *, default: bool, offline: bool) -> str:
+    step = "unset HF_HUB_OFFLINE and" if offline else "connect to the network and"
+    hint = f"{step} run `tinytitan models pull {repo}`"
     local = "pass --model /path/to/a/local/model/directory"
     if default:
         return f"no --model was given, so the default '{repo}' was tried; {local}, or {hint}"
     return f"{hint}, or {local}"
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause, on one line (``ConnectError: [Errno 111] Connection refused``)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _download(repo: str, *, default: bool) -> Path:
@@ -113,11 +125,10 @@ def _download(repo: str, *, default: bool) -> Path:
             f"model '{repo}' was not found on the Hugging Face hub (or it is gated and needs `hf auth login`)"
         ) from exc
     except Exception as exc:  # offline, no network, or a cache miss: all say the same to the user
-        if offline:
-            why = "the hub is offline (HF_HUB_OFFLINE=1)"
-        else:
-            why = f"the download failed ({type(exc).__name__}: {exc})"
-        how = _how_to_get(repo, default=default)
+        why = (
+            "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({root_cause(exc)})"
+        )
+        how = _how_to_get(repo, default=default, offline=offline)
         raise ModelUnavailable(f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}") from exc
     return Path(str(path))
 
@@ -183,6 +194,12 @@ def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource
         raise ModelUnavailable(f"model not found: {name} (give a model directory, a .gguf file or a hub id org/name)")
     if not (source.path / "config.json").exists():
         raise ModelUnavailable(f"{source.path} has no config.json: not a model directory")
+    from tinytitan.engine.backends.mlx.facts import check_loadable  # imports this module
+
+    try:
+        check_loadable(source.path)  # the files, not the weights: refused now, not at the first request
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{source.path} cannot be served: {exc.message}") from None
     return source
 
 

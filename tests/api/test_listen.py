@@ -1,0 +1,31 @@
+"""The listening socket ``serve`` binds first (``tinytitan.api.listen``)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tinytitan.api.listen import ListenError, listen
+from tinytitan.testing.process import free_port
+
+
+def test_listen_binds_and_listens() -> None:
+    port = free_port()
+    sock = listen("127.0.0.1", port)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # accepted into the backlog before any server runs
+    finally:
+        sock.close()
+
+
+def test_a_taken_port_says_so() -> None:
+    port = free_port()
+    with listen("127.0.0.1", port), pytest.raises(ListenError, match=r"127\.0\.0\.1:\d+ is in use .*try --port"):
+        listen("127.0.0.1", port)
+
+
+def test_an_address_not_on_this_machine_says_check_host() -> None:
+    with pytest.raises(ListenError, match=r"cannot listen on 192\.0\.2\.1:\d+: .*check --host"):
+        listen("192.0.2.1", free_port())  # TEST-NET-1: never a local address
