@@ -30,8 +30,8 @@ from bench_decode import preload
 
 
 def make_runner(model: Any, rows: int) -> Any:
-    from tinytitan.engine.backends.mlx.batch import MlxBatch
-    from tinytitan.engine.prompt_cache import PromptCache
+    from tinytitan.engine.device.mlx_batch import MlxBatch
+    from tinytitan.engine.prompt_cache.memory import PromptCache
 
     return MlxBatch(model, PromptCache(0), "bench", [], rows)
 

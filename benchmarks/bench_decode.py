@@ -13,7 +13,7 @@
 - **compile**: the same decode with every layer's MLP and norms under ``mx.compile``.
 - **attention**: one layer's attention over a prompt chunk (256 and 2048 queries, 3,137 keys, the
   0.6B shape's 16 query / 8 key heads), mlx's ``mx.fast.scaled_dot_product_attention`` vs ours
-  (``engine/backends/mlx/cpu_attention.py``), and mlx's ``exp`` vs NumPy's on the same scores.
+  (``engine/models/mlx/cpu_attention.py``), and mlx's ``exp`` vs NumPy's on the same scores.
 - **prefill**: prefill tok/s of a ``--prefill-prompt``-token prompt: our ``MlxBatch`` as it runs
   now (NumPy attention, 2048-token chunks when alone), as it ran before (mlx attention, 256-token
   chunks), and mlx-lm's ``generate_step`` in 2048-token chunks (what ``mlx_lm.server`` does).
@@ -107,8 +107,8 @@ def decode_direct(model: Any, prompt: list[int], n: int) -> float:
 
 
 def decode_runner(model: Any, prompt: list[int], n: int) -> float:
-    from tinytitan.engine.backends.mlx.batch import MlxBatch
-    from tinytitan.engine.prompt_cache import PromptCache
+    from tinytitan.engine.device.mlx_batch import MlxBatch
+    from tinytitan.engine.prompt_cache.memory import PromptCache
     from tinytitan.testing.batches import drive, row
 
     batch = MlxBatch(model, PromptCache(0), "bench", [], 1)
@@ -157,7 +157,7 @@ def attention_times(length: int, keys: int = 3137) -> tuple[float, float]:
     """Seconds of one layer's attention, mlx's and ours, for ``length`` queries against ``keys``."""
     import mlx.core as mx
 
-    from tinytitan.engine.backends.mlx import cpu_attention
+    from tinytitan.engine.models.mlx import cpu_attention
 
     cpu_attention.uninstall()
     q = mx.random.normal((1, 16, length, 128))
@@ -190,9 +190,9 @@ def best_of(fn: Any, runs: int = 3) -> float:
 
 def prefill_runner(model: Any, prompt: list[int], alone: int, numpy_attention: bool) -> float:
     """Prefill tok/s of ``prompt`` through a one-row ``MlxBatch`` (time to its first token)."""
-    from tinytitan.engine.backends.mlx import cpu_attention
-    from tinytitan.engine.backends.mlx.batch import MlxBatch
-    from tinytitan.engine.prompt_cache import PromptCache
+    from tinytitan.engine.device.mlx_batch import MlxBatch
+    from tinytitan.engine.models.mlx import cpu_attention
+    from tinytitan.engine.prompt_cache.memory import PromptCache
     from tinytitan.testing.batches import drive, row
 
     (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
@@ -212,7 +212,7 @@ def prefill_direct(model: Any, prompt: list[int], chunk: int) -> float:
     from mlx_lm.generate import generate_step
     from mlx_lm.models.cache import make_prompt_cache
 
-    from tinytitan.engine.backends.mlx import cpu_attention
+    from tinytitan.engine.models.mlx import cpu_attention
 
     cpu_attention.uninstall()
     t = time.perf_counter()
@@ -280,7 +280,7 @@ def main() -> None:
         mlx_exp, np_exp = exp_times()
         print(f"exp of 12.9M floats: mlx {mlx_exp * 1e3:.0f} ms, numpy {np_exp * 1e3:.0f} ms", flush=True)
     if "prefill" in parts:
-        from tinytitan.engine.backends.mlx.batch import PREFILL_ALONE, PREFILL_STEP
+        from tinytitan.engine.device.mlx_batch import PREFILL_ALONE, PREFILL_STEP
 
         long_prompt = list(range(2000, 2000 + args.prefill_prompt))
         now = prefill_runner(model, long_prompt, PREFILL_ALONE, True)

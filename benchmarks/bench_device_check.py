@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinytitan.engine import device_thread
+from tinytitan.engine.device import thread as device_thread
 
 
 def per_call(mx: Any, n: int = 200_000) -> float:

@@ -34,9 +34,9 @@ ensure_openblas()
 import mlx.core as mx
 from pathlib import Path
 from mlx_lm.models.cache import make_prompt_cache
-from tinytitan.engine.distributed import Distributed, detect
-from tinytitan.engine.distributed.channel import Kind
-from tinytitan.engine.distributed.lockstep import Session
+from tinytitan.engine.device.distributed import Distributed, detect
+from tinytitan.engine.device.distributed.channel import Kind
+from tinytitan.engine.device.distributed.lockstep import Session
 
 mode, model_dir, tokens, rounds = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 group = detect()
@@ -57,7 +57,7 @@ else:
         def collective(self, build, what, wait=None):
             value = build(); mx.eval(value); return value
     if group is None:
-        from tinytitan.engine.backends.mlx.loading import load_weights
+        from tinytitan.engine.models.mlx.loading import load_weights
         model, _ = load_weights(model_dir, "auto")
         channel = _Local()
     else:

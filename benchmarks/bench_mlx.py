@@ -30,8 +30,8 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.events import Finished  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.testing.loop import run  # noqa: E402

@@ -28,10 +28,10 @@ import asyncio  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 
-from tinytitan.engine.backends.factory import build_engine  # noqa: E402
-from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.build import build_engine  # noqa: E402
 from tinytitan.engine.defaults import describe_defaults  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.settings import Settings  # noqa: E402

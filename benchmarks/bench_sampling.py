@@ -39,8 +39,8 @@ from typing import Any, TypedDict  # noqa: E402
 
 from bench_mlx import server_decode, words  # noqa: E402
 
-from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.backends.mlx.sampling import Sampler, make_sampler  # noqa: E402
+from tinytitan.engine.device.sampling import Sampler, make_sampler  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.request import Sampling  # noqa: E402
 from tinytitan.testing.tiny_model import tiny_model_dir  # noqa: E402
 

@@ -32,8 +32,8 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_mlx import direct_decode, server_decode  # noqa: E402
 
-from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
 from tinytitan.testing.server import live_server  # noqa: E402
 
 PROMPTS = [

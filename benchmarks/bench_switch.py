@@ -33,10 +33,10 @@ import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from tinytitan.engine.backends.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.catalog import CatalogEntry, scan  # noqa: E402
 from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta  # noqa: E402
-from tinytitan.engine.manager import ModelManager  # noqa: E402
+from tinytitan.engine.models.catalog import CatalogEntry, scan  # noqa: E402
+from tinytitan.engine.models.manager import ModelManager  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.testing.catalog import build_catalog  # noqa: E402

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tinytitan.engine import device_thread
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.device import thread as device_thread
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 

@@ -153,7 +153,7 @@ def test_the_state_of_a_process_names_the_loaded_blas_and_its_threads(threads: s
 def test_importing_the_mlx_backend_does_not_import_mlx() -> None:
     code = (
         "import sys\n"
-        "import tinytitan.engine.backends.mlx, tinytitan.cpu_blas, tinytitan.engine.prompt_cache\n"
+        "import tinytitan.engine.models.mlx, tinytitan.cpu_blas, tinytitan.engine.prompt_cache.memory\n"
         "print(sorted(m for m in ('mlx', 'mlx_lm', 'transformers') if m in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

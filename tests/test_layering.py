@@ -68,3 +68,41 @@ def test_a_protocol_package_imports_no_other_protocol(protocol: str) -> None:
 def test_the_engine_knows_no_protocol(module: str) -> None:
     crossing = sorted(m for m in imports(ROOT / module) if any(within(m, layer) for layer in HTTP_AND_CLI))
     assert crossing == []
+
+
+# -- the engine by stage (issue 24): each stage imports only what lies below it ---------------------
+ABOVE_THE_STAGES = ("tinytitan.settings", "tinytitan.engine.build", "tinytitan.engine.service", "tinytitan.engine.job")
+STAGES = ("models", "device", "grammar", "output", "prompt_cache")
+
+
+def engine_modules(*packages: str) -> list[str]:
+    return [m for m in ENGINE_MODULES if any(m.startswith(f"engine/{p}/") for p in packages)]
+
+
+@pytest.mark.parametrize("module", engine_modules(*STAGES))
+def test_a_stage_knows_neither_the_composition_root_nor_the_engine(module: str) -> None:
+    """The factory lives in ``engine/build.py``, above the models it builds."""
+    crossing = sorted(m for m in imports(ROOT / module) if any(within(m, layer) for layer in ABOVE_THE_STAGES))
+    assert crossing == []
+
+
+@pytest.mark.parametrize("module", engine_modules("models", "grammar", "device", "output"))
+def test_what_runs_a_request_never_reaches_into_the_validator(module: str) -> None:
+    """Validation happens once, before a request reaches a model (its helpers live with the request types)."""
+    crossing = sorted(m for m in imports(ROOT / module) if within(m, "tinytitan.engine.request.validate"))
+    assert crossing == []
+
+
+@pytest.mark.parametrize("module", engine_modules("memory"))
+def test_the_memory_decorator_knows_neither_the_engine_nor_the_job(module: str) -> None:
+    """Its rounds are handed to the Job (``Job(..., rounds=MemoryRounds(...))``), not a subclass of it."""
+    crossing = sorted(m for m in imports(ROOT / module) if any(within(m, layer) for layer in ABOVE_THE_STAGES[2:]))
+    assert crossing == []
+
+
+def test_each_protocol_package_has_the_same_modules() -> None:
+    """protocol (wire types), mapping (wire → ChatRequest), encode (events → wire), routes."""
+    for protocol in PROTOCOLS:
+        names = {p.stem for p in (ROOT / "api" / protocol).glob("*.py")}
+        assert {"protocol", "mapping", "encode", "routes"} <= names, protocol
+        assert "translate" not in names and "inputs" not in names, protocol

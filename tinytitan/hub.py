@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinytitan.engine.backends.mlx.resolve import (
+from tinytitan.engine.models.mlx.resolve import (
     ALLOW_PATTERNS,
     ModelUnavailable,
     hub_cache_dir,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from tinytitan.api.background import BackgroundServer
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.service import Engine
 from tinytitan.testing.scripts import STUB_MODEL, script
 

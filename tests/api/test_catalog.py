@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.backends.mlx.batch import MlxBatch
-from tinytitan.engine.backends.mlx.loading import has_accelerator
-from tinytitan.engine.catalog import CatalogEntry, scan
 from tinytitan.engine.device.batch import Row
-from tinytitan.engine.manager import ModelManager
+from tinytitan.engine.device.mlx_batch import MlxBatch
+from tinytitan.engine.models.catalog import CatalogEntry, scan
+from tinytitan.engine.models.manager import ModelManager
+from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.engine.models.mlx.loading import has_accelerator
 from tinytitan.engine.request import ChatRequest, Message
 from tinytitan.settings import Settings
 from tinytitan.testing.catalog import B_CONTEXT, B_DEFAULTS, build_catalog

@@ -25,7 +25,7 @@ from tinytitan.testing.server import LiveServer, live_server
 
 PROTOCOLS = {"chat": True, "responses": False, "messages": True}  # protocol -> streamed
 # per family: reasoning, text and a call (Llama 3, served without tools: reasoning-free text); several
-# calls in one answer go through the same parser and encoders (tests/engine/backends/test_families.py)
+# calls in one answer go through the same parser and encoders (tests/engine/models/test_families.py)
 CASES = [(f, "call" if "call" in OUTPUTS[f] else "answer", p) for f in FAMILIES for p in PROTOCOLS]
 
 

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 import httpx
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings, SettingsError
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server

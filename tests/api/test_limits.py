@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, schema_depth
+from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, schema_depth
 from tinytitan.settings import HEADER_LIMIT, Settings
 from tinytitan.testing.scripts import STUB_MODEL
 from tinytitan.testing.server import LiveServer

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.backends.stub import raw_reply, stub_tokens
-from tinytitan.engine.compaction import HANDOVER_ASK, decode_payload
 from tinytitan.engine.memory.journal import read_journal
 from tinytitan.engine.memory.scope import NAMESPACE, workspace_id
+from tinytitan.engine.models.stub import raw_reply, stub_tokens
+from tinytitan.engine.passes.compaction import HANDOVER_ASK, decode_payload
 from tinytitan.engine.request import ChatRequest
 from tinytitan.settings import Settings
 from tinytitan.testing.process import serve_stub_process

@@ -18,7 +18,7 @@ from tinytitan.api.responses.mapping import to_chat_request as from_responses
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import ChatRequest, ModelInfo
-from tinytitan.engine.validate import validate
+from tinytitan.engine.request.validate import validate
 
 CONTEXT = 4096
 MODEL = ModelInfo("m", context_window=CONTEXT)

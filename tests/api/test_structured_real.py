@@ -16,7 +16,7 @@ import httpx
 import jsonschema
 import pytest
 
-from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.testing.server import LiveServer, live_server
 
 CAP = 400
@@ -187,7 +187,7 @@ def test_json_object_is_always_an_object(live: LiveServer) -> None:
     """
     import llguidance
 
-    from tinytitan.engine.grammar import JSON_OBJECT_SCHEMA, compile_schema
+    from tinytitan.engine.grammar.schema import JSON_OBJECT_SCHEMA, compile_schema
 
     backend = live.engine.backend
     assert isinstance(backend, MlxBackend)

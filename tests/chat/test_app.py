@@ -10,7 +10,7 @@ from tinytitan.chat.app import ChatApp
 from tinytitan.chat.client import ChatClient
 from tinytitan.chat.connect import Target
 from tinytitan.chat.session import Session
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.process import free_port
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import live_server

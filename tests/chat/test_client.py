@@ -17,7 +17,7 @@ from tinytitan.chat.client import (
     ToolCallItem,
     _sse_data,
 )
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.process import free_port
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server

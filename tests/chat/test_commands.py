@@ -13,8 +13,8 @@ from tinytitan.chat.client import ChatClient, ChatError
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session, user_item
-from tinytitan.engine.backends.stub import StubBackend
-from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.engine.models.stub import StubBackend
+from tinytitan.engine.passes.compaction import HANDOVER_ASK
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server
 

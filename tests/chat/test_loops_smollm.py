@@ -18,10 +18,10 @@ import pytest
 from tinytitan.chat.client import ChatClient
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
 from tinytitan.chat.turn import TurnRunner
-from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf
-from tinytitan.engine.compaction import compact
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.engine.models.mlx.embedded import embedded_gguf
+from tinytitan.engine.passes.compaction import compact
 from tinytitan.engine.request import Message
 from tinytitan.testing.server import LiveServer, live_server
 

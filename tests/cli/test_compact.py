@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
-from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.engine.passes.compaction import HANDOVER_ASK
 
 NOTE = "Next step:\n- run the migration in db/001.sql"
 RESPONSES = [

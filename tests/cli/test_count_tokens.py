@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import live_server
 
@@ -88,7 +88,7 @@ CLAUDE_REQUEST = {
 def test_a_claude_named_request_counts_as_a_server_with_the_same_flags(tmp_path: Path, tiny_dir: Path) -> None:
     """A saved Claude Code request names ``claude-*``: the count is for the model given, with the knobs
     that change it (``--model-id``, ``--thinking off``), and equals the server's count_tokens."""
-    from tinytitan.engine.backends.mlx import MlxBackend
+    from tinytitan.engine.models.mlx import MlxBackend
 
     request = tmp_path / "claude.json"
     request.write_text(json.dumps(CLAUDE_REQUEST))
@@ -123,7 +123,7 @@ def test_stdin_survives_the_openblas_reexec(tiny_dir: Path) -> None:
 
 def test_counts_with_a_gguf_file_as_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--model FILE.gguf`` (here the embedded SmolLM2): the count the server reported for this request."""
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     monkeypatch.setenv("TINYTITAN_OPENBLAS", "0")  # no re-exec inside the test process
     gguf = embedded_gguf()

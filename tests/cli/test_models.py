@@ -18,10 +18,10 @@ import respx
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
-from tinytitan.engine.backends.base import Backend
-from tinytitan.engine.backends.mlx.facts import size_on_disk
-from tinytitan.engine.catalog import CatalogEntry, scan
-from tinytitan.engine.manager import ModelManager
+from tinytitan.engine.models.base import Backend
+from tinytitan.engine.models.catalog import CatalogEntry, scan
+from tinytitan.engine.models.manager import ModelManager
+from tinytitan.engine.models.mlx.facts import size_on_disk
 from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -30,7 +30,7 @@ runner = CliRunner()
 
 
 def _backend(entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
-    from tinytitan.engine.backends.mlx import MlxBackend
+    from tinytitan.engine.models.mlx import MlxBackend
 
     return MlxBackend(str(entry.path), model_id=model_id, device=device)
 
@@ -40,7 +40,7 @@ def _no_local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ollama / LM Studio folders and the embedded model of the machine running the tests stay out."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("OLLAMA_MODELS", raising=False)
-    monkeypatch.setattr("tinytitan.engine.backends.mlx.embedded.embedded_gguf", lambda: None)
+    monkeypatch.setattr("tinytitan.engine.models.mlx.embedded.embedded_gguf", lambda: None)
 
 
 QWEN = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}  # the tiny model's generation_config
@@ -292,7 +292,7 @@ def test_lists_a_running_catalog_with_its_facts(tiny_dir: Path, tmp_path: Path) 
 
 
 def test_lists_gguf_files_of_other_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinytitan.engine.backends.mlx import embedded
+    from tinytitan.engine.models.mlx import embedded
 
     monkeypatch.undo()  # the real embedded model, found without HOME
     smollm = embedded.embedded_gguf()

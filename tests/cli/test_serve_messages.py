@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+from tinytitan.engine.models.mlx.embedded import embedded_gguf
 from tinytitan.testing.process import REPO_ROOT, free_port, start_serve, stop, wait_started
 
 

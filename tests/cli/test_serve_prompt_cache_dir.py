@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tinytitan.engine.prompt_cache_file import SUFFIX
+from tinytitan.engine.prompt_cache.file import SUFFIX
 from tinytitan.testing.process import ServerProcess, serve_process
 
 LONG = "Here is the project's coding standard, read it carefully before you answer. " * 40

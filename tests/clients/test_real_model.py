@@ -41,7 +41,7 @@ def test_pi_says_hi_with_the_real_model(real_model: StubServer, pi: Pi) -> None:
 @pytest.fixture(scope="module")
 def small_window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServer]:
     """The embedded model with a 2,048-token window: Codex's and Claude Code's base prompts are larger."""
-    from tinytitan.engine.backends.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     directory = tmp_path_factory.mktemp("small-window")
     args = ["--model", str(embedded_gguf()), "--model-id", "smollm2", "--max-context", "2048"]

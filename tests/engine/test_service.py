@@ -10,7 +10,6 @@ from typing import Any, Protocol
 
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend, stub_tokens
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import (
     ContextLengthExceeded,
@@ -22,6 +21,7 @@ from tinytitan.engine.errors import (
     Unsupported,
 )
 from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall
+from tinytitan.engine.models.stub import StubBackend, stub_tokens
 from tinytitan.engine.request import ChatRequest, Message, Tool
 from tinytitan.engine.service import Engine
 from tinytitan.testing.scripts import STUB_MODEL, script

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinytitan.engine.backends.stub import ScriptError
+from tinytitan.engine.models.stub import ScriptError
 from tinytitan.testing.scripts import STUB_MODEL, TEXT_RULE, script
 
 

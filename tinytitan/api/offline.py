@@ -12,7 +12,7 @@ import msgspec
 
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import ChatRequest
-from tinytitan.engine.router import FAST_SUFFIX
+from tinytitan.engine.request.router import FAST_SUFFIX
 
 __all__ = ["API_NAMES", "Api", "detect_api", "parse_api", "to_chat_request"]
 

@@ -62,7 +62,7 @@ def _system(chat: ChatApp, arg: str) -> None:
 
 
 def _reasoning(chat: ChatApp, arg: str) -> None:
-    from tinytitan.engine.reasoning import LADDER, normalize_level
+    from tinytitan.engine.request.reasoning import LADDER, normalize_level
 
     levels = chat.target.reasoning_levels  # None: not known here (a server's model)
     words = ", ".join(LADDER) + " or default"
@@ -136,8 +136,8 @@ def _load(chat: ChatApp, arg: str) -> None:
 
 
 def _compact(chat: ChatApp, _arg: str) -> None:
-    from tinytitan.engine.compaction import decode_payload
     from tinytitan.engine.errors import InvalidRequest
+    from tinytitan.engine.passes.compaction import decode_payload
 
     if not chat.session.items:
         chat.say("nothing to compact yet", style="dim")

@@ -53,7 +53,7 @@ def _remote(url: str, api_key: str | None, where: str) -> Target:
 
 def _in_process(settings: Settings, before_model: Callable[[], None] | None = None) -> Target:
     from tinytitan.api.background import BackgroundServer
-    from tinytitan.engine.backends.factory import build_engine
+    from tinytitan.engine.build import build_engine
 
     if before_model is not None and not settings.stub:
         before_model()  # the CLI's fast-CPU re-exec: the process may start over here

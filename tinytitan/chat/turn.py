@@ -6,7 +6,7 @@ appends their outputs and sends the conversation again (up to ``MAX_TOOL_ROUNDS`
 
 Ctrl-C while an answer streams closes the HTTP stream (the server cancels the generation) and
 keeps the conversation: the message stays, with the part of the answer that was shown. An answer
-that falls into a verbatim cycle (``tinytitan.engine.cycles``) is stopped the same way, with one
+that falls into a verbatim cycle (``tinytitan.engine.output.cycles``) is stopped the same way, with one
 line saying so; the conversation keeps one copy of the repeated text. A failed
 turn is rolled back, so the history is as it was before the message.
 """
@@ -31,7 +31,7 @@ from tinytitan.chat.interrupts import sigint_held
 from tinytitan.chat.render import TurnView
 from tinytitan.chat.session import Session, assistant_item, user_item
 from tinytitan.chat.tools import run_tool, tool_specs
-from tinytitan.engine.cycles import CycleDetector
+from tinytitan.engine.output.cycles import CycleDetector
 
 __all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner"]
 

@@ -2,7 +2,7 @@
 
 The session may be a Responses ``input`` array (or an object with ``input``), a Chat ``messages``
 array (or an object with ``messages``), or an Anthropic Messages request. It is mapped to neutral
-messages and handed to ``tinytitan.engine.compaction.compact`` — the same function behind
+messages and handed to ``tinytitan.engine.passes.compaction.compact`` — the same function behind
 ``POST /v1/responses/compact`` — over a backend built exactly as ``serve`` builds it.
 """
 
@@ -85,9 +85,9 @@ def compact(
     import asyncio
 
     from tinytitan.api.responses.encode import compaction_object
-    from tinytitan.engine.backends.factory import build_engine
-    from tinytitan.engine.compaction import compact as run_compaction
+    from tinytitan.engine.build import build_engine
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
+    from tinytitan.engine.passes.compaction import compact as run_compaction
 
     fast_cpu(not flags.stub, "compact")  # before stdin is read: a re-exec starts the process over
     try:

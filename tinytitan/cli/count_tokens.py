@@ -39,7 +39,7 @@ def count_tokens(
     import asyncio
 
     from tinytitan.api.offline import detect_api, parse_api, to_chat_request
-    from tinytitan.engine.backends.factory import build_engine
+    from tinytitan.engine.build import build_engine
     from tinytitan.engine.errors import TinyTitanError
 
     fast_cpu(not flags.stub, "count-tokens")  # before stdin is read: a re-exec starts the process over

@@ -1,6 +1,6 @@
 """``tinytitan models``: what can be served (a table or JSON), ``pull`` into the hub cache, ``rm``.
 
-Thin over ``tinytitan.engine.catalog`` (scanning, facts: model directories, the Hugging Face cache,
+Thin over ``tinytitan.engine.models.catalog`` (scanning, facts: model directories, the Hugging Face cache,
 GGUF files in Ollama's and LM Studio's stores, the embedded SmolLM2) and ``tinytitan.hub`` (pull,
 remove).
 """
@@ -165,7 +165,7 @@ def models(
             raise _fail(str(exc)) from None
         where = url
     else:
-        from tinytitan.engine.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
+        from tinytitan.engine.models.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
 
         specs = [str(d) for d in models_dir]
         sources: list[Source] = [HubCacheSource(cache_dir) if s == "hf" else source_for(s) for s in specs]
@@ -209,7 +209,7 @@ def pull(
     cache_dir: Path = _CACHE_DIR,
 ) -> None:
     """Download a model into the Hugging Face cache (resumes a partial download)."""
-    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
     from tinytitan.hub import pull as hub_pull
 
     try:
@@ -223,14 +223,14 @@ def pull(
 
 def _converted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cache's converted GGUF copies, each named by the id of the GGUF model it came from (else its own name)."""
-    from tinytitan.engine.backends.mlx.gguf_cache import converted_copies
+    from tinytitan.engine.models.gguf.cache import converted_copies
 
     ids = {row.get("path"): row["id"] for row in rows if row.get("format") == "gguf"}
     return [{"id": ids.get(c.gguf) or c.name, **c.as_json()} for c in converted_copies()]
 
 
 def _gguf_rows() -> list[dict[str, Any]]:
-    from tinytitan.engine.catalog import GgufStoreSource, scan
+    from tinytitan.engine.models.catalog import GgufStoreSource, scan
 
     return [e.as_json() for e in scan([GgufStoreSource()], quiet=True).entries]
 
@@ -262,7 +262,7 @@ def rm(
     A GGUF file itself (Ollama's, LM Studio's, the embedded one) stays: only TinyTitan's converted
     copy goes, and the next load converts the file again.
     """
-    from tinytitan.engine.backends.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
     from tinytitan.hub import find_cached, remove
 
     try:
@@ -280,7 +280,7 @@ def rm(
 
 
 def _remove_copies(name: str, copies: list[dict[str, Any]], yes: bool) -> None:
-    from tinytitan.engine.backends.mlx.gguf_cache import ConvertedCopy, remove_copy
+    from tinytitan.engine.models.gguf.cache import ConvertedCopy, remove_copy
 
     size = _size(sum(int(c["size_bytes"]) for c in copies))
     if not yes:

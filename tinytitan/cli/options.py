@@ -116,7 +116,7 @@ def memory_dir(value: str | None) -> str:
 
 def reasoning_level(reasoning: str | None, thinking: str | None) -> str | None:
     """The ladder level ``--reasoning`` / ``--thinking`` ask for; ``ValueError`` with a message otherwise."""
-    from tinytitan.engine.reasoning import normalize_level
+    from tinytitan.engine.request.reasoning import normalize_level
 
     if thinking is not None and reasoning is not None:
         raise ValueError("give --reasoning or --thinking, not both")

@@ -33,7 +33,7 @@ from tinytitan.cli.options import (
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 if TYPE_CHECKING:
-    from tinytitan.engine.distributed import Distributed
+    from tinytitan.engine.device.distributed import Distributed
     from tinytitan.engine.request import ModelInfo
     from tinytitan.engine.service import Engine
 
@@ -265,7 +265,7 @@ def _memory_note(settings: Settings, info: ModelInfo | None) -> str:
 
 def _join_group(settings: Settings) -> Distributed | None:
     """This process's place in an ``mlx.launch`` group, or None when serving alone."""
-    from tinytitan.engine.distributed import Distributed, DistributedError, detect
+    from tinytitan.engine.device.distributed import Distributed, DistributedError, detect
 
     group = detect()
     if group is None:
@@ -318,7 +318,7 @@ def _quiet_uvicorn(level: str) -> None:
 
 def run_server(settings: Settings) -> None:
     """Bind, resolve the model (refusing one that cannot load), serve while it loads, banner when ready."""
-    from tinytitan.engine.backends.factory import build_backend, build_engine
+    from tinytitan.engine.build import build_backend, build_engine
     from tinytitan.engine.readiness import listen
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

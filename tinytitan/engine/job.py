@@ -17,11 +17,11 @@ from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tinytitan.engine.backends.base import Generation, Prompt
 from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
-from tinytitan.engine.output_parser import ParseOptions
+from tinytitan.engine.models.base import Generation, Prompt
+from tinytitan.engine.output.parser import ParseOptions
 from tinytitan.engine.queue import Ticket
 from tinytitan.engine.request import ValidatedRequest
 

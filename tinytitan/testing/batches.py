@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.models.base import Prompt
 from tinytitan.engine.request import Sampling
 
 __all__ = ["collect", "drive", "row"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tinytitan.engine.backends.base import Backend, Prompt
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
 
 __all__ = ["Recorder"]

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from tinytitan.engine.harmony import O200K_FILE, O200K_SHA256
+from tinytitan.engine.output.harmony import O200K_FILE, O200K_SHA256
 from tinytitan.testing.tiny_model import cache_root
 
 __all__ = ["O200K_PATTERN", "js_tiktoken_ranks", "o200k_tiktoken"]

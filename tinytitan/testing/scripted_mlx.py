@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tinytitan.engine.backends.base import Prompt
-from tinytitan.engine.backends.mlx import MlxBackend
-from tinytitan.engine.grammar import compile_lark, lark_literal
+from tinytitan.engine.grammar.schema import compile_lark, lark_literal
+from tinytitan.engine.models.base import Prompt
+from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.engine.request import ValidatedRequest
 
 __all__ = ["ScriptedMlxBackend", "literal_grammar"]
@@ -22,7 +22,7 @@ __all__ = ["ScriptedMlxBackend", "literal_grammar"]
 
 def literal_grammar(text: str, lltokenizer: Any, tokenizer: Any) -> str:
     """A grammar accepting exactly ``text``; the tokenizer's added tokens appear as themselves."""
-    from tinytitan.engine.backends.mlx.constrain import lark_marker
+    from tinytitan.engine.grammar.mask import lark_marker
 
     hf = getattr(tokenizer, "_tokenizer", tokenizer)
     added = sorted(hf.get_added_vocab(), key=len, reverse=True)
@@ -47,7 +47,7 @@ class ScriptedMlxBackend(MlxBackend):
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         if self.script is None:
             return super()._grammar_mask(request, prompt)
-        from tinytitan.engine.backends.mlx.constrain import GrammarMask
+        from tinytitan.engine.grammar.mask import GrammarMask
 
         grammar = literal_grammar(self.script, self.lltokenizer, self.tokenizer)
         return GrammarMask(self.lltokenizer, grammar, self.tokenizer.eos_token_ids)

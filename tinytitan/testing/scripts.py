@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tinytitan.engine.backends.stub import load_script
+from tinytitan.engine.models.stub import load_script
 
 __all__ = ["STUB_MODEL", "TEXT_RULE", "script"]
 

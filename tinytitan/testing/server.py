@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tinytitan.api.background import BackgroundServer
-from tinytitan.engine.backends.base import Backend
-from tinytitan.engine.backends.factory import build_engine
-from tinytitan.engine.manager import ModelManager
+from tinytitan.engine.build import build_engine
+from tinytitan.engine.models.base import Backend
+from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 

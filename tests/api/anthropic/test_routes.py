@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
 from tinytitan.testing.scripts import script

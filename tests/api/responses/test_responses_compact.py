@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from openai.types.responses import ResponseInputParam
 
-from tinytitan.engine.compaction import HANDOVER_ASK
+from tinytitan.engine.passes.compaction import HANDOVER_ASK
 from tinytitan.testing.scripts import script
 
 from .support import MODEL
@@ -91,7 +91,7 @@ def test_compact_refusals(server: Any) -> None:
 def test_the_fast_alias_keeps_the_servers_own_text(serve: Any) -> None:
     """The ``-fast`` strip drops the client's system prompt — never the server's compaction instruction
     (the pass would lose its ask) nor a compaction note sent back as input (the session's memory)."""
-    from tinytitan.engine.compaction import HANDOVER_INSTRUCTION
+    from tinytitan.engine.passes.compaction import HANDOVER_INSTRUCTION
 
     with serve(_script()) as server:
         done = httpx.post(server.v1 + "/responses/compact", json={"model": MODEL + "-fast", "input": INPUT}, timeout=30)

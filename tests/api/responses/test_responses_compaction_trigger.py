@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.backends.stub import StubBackend
-from tinytitan.engine.compaction import HANDOVER_ASK, HANDOVER_INSTRUCTION
+from tinytitan.engine.models.stub import StubBackend
+from tinytitan.engine.passes.compaction import HANDOVER_ASK, HANDOVER_INSTRUCTION
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
 from tinytitan.testing.responses_events import check_stream

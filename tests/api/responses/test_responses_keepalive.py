@@ -16,8 +16,8 @@ import pytest
 
 from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
-from tinytitan.engine.backends.stub import StubBackend
 from tinytitan.engine.events import Finished, TextDelta
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.request import Sampling
 from tinytitan.settings import Settings
 from tinytitan.testing import sse

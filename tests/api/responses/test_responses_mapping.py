@@ -9,10 +9,10 @@ import pytest
 
 from tinytitan.api.responses.mapping import map_input, map_tools, to_chat_request
 from tinytitan.api.responses.protocol import ResponsesRequest, TextParam
-from tinytitan.engine.compaction import encode_payload
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.passes.compaction import encode_payload
 from tinytitan.engine.request import FormatRequest, ModelInfo
-from tinytitan.engine.validate import validate
+from tinytitan.engine.request.validate import validate
 from tinytitan.testing.server import LiveServer
 
 from .support import MODEL

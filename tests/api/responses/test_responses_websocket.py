@@ -14,7 +14,7 @@ import pytest
 from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import connect
 
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from tinytitan.engine.backends.base import Prompt
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import GenerationFailed, ShuttingDown
+from tinytitan.engine.models.base import Prompt
 from tinytitan.engine.request import ChatRequest, Message, ModelInfo, ValidatedRequest
-from tinytitan.engine.validate import validate
+from tinytitan.engine.request.validate import validate
 from tinytitan.testing.lifecycle import Recorder
 from tinytitan.testing.waiting import wait_until
 

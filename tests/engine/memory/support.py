@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.backends.factory import build_engine
-from tinytitan.engine.backends.stub import StubBackend
+from tinytitan.engine.build import build_engine
 from tinytitan.engine.job import Completion
 from tinytitan.engine.memory.store import MemoryStore
+from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.request import ChatRequest, Message, Tool, ValidatedRequest
+from tinytitan.engine.request.validate import validate
 from tinytitan.engine.service import Engine
-from tinytitan.engine.validate import validate
 from tinytitan.settings import Settings
 from tinytitan.testing.loop import run
 from tinytitan.testing.scripts import STUB_MODEL, script

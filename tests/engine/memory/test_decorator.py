@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tinytitan.engine.backends.stub import stub_tokens
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES
+from tinytitan.engine.models.stub import stub_tokens
 from tinytitan.engine.request import FormatRequest, Tool, ToolChoice
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings, SettingsError
@@ -136,8 +136,8 @@ def test_a_prompt_that_fits_only_without_memory_is_served_without_it(tmp_path: P
 
 
 def test_memory_needs_its_directories_from_the_cli() -> None:
-    from tinytitan.engine.backends.factory import build_engine
-    from tinytitan.engine.backends.stub import StubBackend
+    from tinytitan.engine.build import build_engine
+    from tinytitan.engine.models.stub import StubBackend
     from tinytitan.testing.scripts import script
 
     with pytest.raises(SettingsError, match="memory_dir"):

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.backends.stub import raw_reply, stub_tokens
 from tinytitan.engine.events import Event, TextDelta, ToolCall
 from tinytitan.engine.memory.records import MAX_VALUE_BYTES
 from tinytitan.engine.memory.tools import MEMORY_TOOL_NAMES
+from tinytitan.engine.models.stub import raw_reply, stub_tokens
 from tinytitan.engine.request import Message, Tool
 from tinytitan.testing.loop import run
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tinytitan.engine.backends.base import Generation
-from tinytitan.engine.backends.factory import build_engine
-from tinytitan.engine.backends.mlx import MlxBackend
+from tinytitan.engine.build import build_engine
 from tinytitan.engine.events import Event, Finished, ToolCall
 from tinytitan.engine.job import Job
+from tinytitan.engine.models.base import Generation
+from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings

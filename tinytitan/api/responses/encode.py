@@ -14,10 +14,10 @@ from typing import Any
 
 from tinytitan.api.errors import openai_error
 from tinytitan.api.sse import SSE
-from tinytitan.engine.compaction import CompactionResult
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
+from tinytitan.engine.passes.compaction import CompactionResult
 from tinytitan.engine.request import Sampling, new_id
 
 from .mapping import new_item_id

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
-from tinytitan.engine.compaction import decode_payload, summary_preamble
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
+from tinytitan.engine.passes.compaction import decode_payload, summary_preamble
 from tinytitan.engine.request import (
     ChatRequest,
     Message,

@@ -10,8 +10,8 @@ from litestar.response import Response
 
 from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.request_io import read_json, until_disconnect
-from tinytitan.engine.compaction import compact
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.passes.compaction import compact
 
 from .encode import compaction_object
 from .mapping import MappedInput, map_input

@@ -2,7 +2,7 @@
 
 ``start_turn`` maps the request and starts it: a generation on the engine (``GenerationTurn``), or —
 when the last input item is ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2) — a
-compaction of the conversation through ``tinytitan.engine.compaction`` (a ``WholeTurn``), whose
+compaction of the conversation through ``tinytitan.engine.passes.compaction`` (a ``WholeTurn``), whose
 answer is exactly one ``compaction`` output item. Both are encoded by the same ``OutputBuilder``: a turn
 gives its event stream (``stream``; the transport adds the keepalives ``keepalive`` makes), or its
 HTTP answer (``respond``). ``close`` frees what it holds, however the turn ended.
@@ -22,10 +22,10 @@ from litestar.response import ServerSentEvent
 from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.api.streaming import answer, encode_stream
-from tinytitan.engine.compaction import compact, require_messages
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Usage
 from tinytitan.engine.job import Job
+from tinytitan.engine.passes.compaction import compact, require_messages
 from tinytitan.engine.request import Sampling
 from tinytitan.engine.service import Engine
 

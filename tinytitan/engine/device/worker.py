@@ -30,7 +30,7 @@ from tinytitan.engine.device.batch import Batch, Output, Row, fail_rows
 from tinytitan.engine.errors import GenerationFailed, ShuttingDown, TinyTitanError
 
 if TYPE_CHECKING:
-    from tinytitan.engine.backends.base import Backend
+    from tinytitan.engine.models.base import Backend
 
 __all__ = ["DeviceWorker", "Switch"]
 
@@ -141,7 +141,7 @@ class DeviceWorker:
 
     # -- the device thread ------------------------------------------------------------------------
     def _run(self) -> None:
-        from tinytitan.engine import device_thread
+        from tinytitan.engine.device import thread as device_thread
 
         device_thread.install_check()  # TINYTITAN_DEVICE_CHECK: any MLX call off this thread raises
         device_thread.claim()

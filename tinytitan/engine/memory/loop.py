@@ -22,10 +22,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from tinytitan.engine.backends.base import Generation, Prompt
 from tinytitan.engine.events import Event, Finished, TextDelta, ToolCall, Usage
 from tinytitan.engine.memory.decorator import MemoryPlan
 from tinytitan.engine.memory.tools import run_tool
+from tinytitan.engine.models.base import Generation, Prompt
 from tinytitan.engine.request import Turn, ValidatedRequest
 
 __all__ = ["MemoryRounds"]

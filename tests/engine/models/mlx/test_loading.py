@@ -1,0 +1,132 @@
+"""The compute dtype: a quantized checkpoint runs dequantized in fp32 on the CPU (issue #3 part 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import pytest
+from mlx.utils import tree_flatten
+
+from tinytitan.engine.build import build_catalog
+from tinytitan.engine.models.mlx import MlxBackend, loading
+from tinytitan.engine.models.mlx.loading import compute_dtype
+from tinytitan.engine.request import ChatRequest, Message, Sampling
+from tinytitan.engine.service import Engine
+from tinytitan.settings import Settings
+from tinytitan.testing.catalog import build_catalog as lay_out_catalog
+from tinytitan.testing.loop import run
+from tinytitan.testing.tiny_model import tiny_model_dir
+
+
+@pytest.fixture(scope="module")
+def quantized_dir() -> Path:
+    return tiny_model_dir(quantize=4)
+
+
+def quantized_layers(model: nn.Module) -> int:
+    return sum(isinstance(m, nn.QuantizedLinear | nn.QuantizedEmbedding) for _n, m in model.named_modules())
+
+
+def float_dtypes(model: nn.Module) -> set[mx.Dtype]:
+    params = tree_flatten(model.parameters())
+    assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
+    return {v.dtype for _k, v in params if mx.issubdtype(v.dtype, mx.floating)}
+
+
+def test_auto_on_the_cpu_is_float32() -> None:
+    assert mx.default_device() == mx.cpu  # this suite runs on the mlx[cpu] wheel
+    assert compute_dtype("auto") == "float32"
+    assert compute_dtype("native") is None
+    assert compute_dtype("bfloat16") == "bfloat16"
+
+
+def test_a_quantized_checkpoint_is_dequantized_to_float32(quantized_dir: Path) -> None:
+    backend = MlxBackend(str(quantized_dir))
+    backend.load()
+    assert quantized_layers(backend._model) == 0
+    assert float_dtypes(backend._model) == {mx.float32}
+
+
+@pytest.mark.parametrize("dtype", ["native", "bfloat16"])
+def test_the_dtype_setting_overrides(quantized_dir: Path, dtype: str) -> None:
+    backend = MlxBackend(str(quantized_dir), dtype=dtype)
+    engine = Engine(backend)
+    try:
+        request = ChatRequest(
+            model=backend.info.id, messages=(Message("user", "Hi"),), max_tokens=3, sampling=Sampling(seed=1)
+        )
+        done = run(engine.complete(request))
+    finally:
+        engine.shutdown()
+    assert done.finished.usage is not None and done.finished.usage.completion_tokens == 3
+    if dtype == "native":
+        assert quantized_layers(backend._model) > 0
+    else:
+        assert quantized_layers(backend._model) == 0 and float_dtypes(backend._model) == {mx.bfloat16}
+
+
+def test_a_model_loaded_on_one_thread_runs_on_another() -> None:
+    # MLX streams are thread-local and Gemma 4's RoPE keeps a lazily built ``_freqs`` outside its
+    # parameters: the batch runner's thread could not evaluate it unless loading did
+    import threading
+
+    from mlx_lm.generate import generation_stream
+
+    from tinytitan.engine.models.mlx.loading import load_weights
+    from tinytitan.testing.families import family_dir
+
+    loaded: list[nn.Module] = []
+    loader = threading.Thread(target=lambda: loaded.append(load_weights(family_dir("gemma-4"), "auto")[0]))
+    loader.start()
+    loader.join()
+    with mx.stream(generation_stream):  # as the batch runner does, on this (another) thread
+        logits = loaded[0](mx.array([[1, 2, 3]]))
+        mx.eval(logits)
+    assert logits.shape[:2] == (1, 3)
+
+
+def test_a_cpu_variant_is_built_and_run_for_real_on_the_cpu_device(
+    quantized_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28.4: ``<id>@cpu`` through ``build_catalog`` as a machine with an accelerator lists it —
+    the same code, run here: its weights load and it decodes inside the CPU's device context, in
+    fp32 (dequantized from a 4-bit checkpoint), under a cache identity that names the device."""
+    import threading
+
+    entered: list[tuple[str, str | None]] = []
+    context = loading.device_context
+
+    def recording(device: str | None) -> object:
+        entered.append((threading.current_thread().name, device))
+        return context(device)
+
+    monkeypatch.setattr(loading, "has_accelerator", lambda: True)  # what lists the variant
+    monkeypatch.setattr(loading, "device_context", recording)
+    models = build_catalog(Settings(models_dirs=(str(lay_out_catalog(tmp_path / "models", quantized_dir)),)))
+    assert models.ids() == ["tiny-a", "tiny-a@cpu", "tiny-b", "tiny-b@cpu"]
+    cpu, default = models.backend("tiny-a@cpu"), models.backend("tiny-a")
+    assert isinstance(cpu, MlxBackend) and isinstance(default, MlxBackend)
+    assert (cpu.device, default.device) == ("cpu", None)
+    engine = Engine(models)
+    try:
+        request = ChatRequest(
+            model="tiny-a@cpu", messages=(Message("user", "Hi"),), max_tokens=3, sampling=Sampling(seed=1)
+        )
+        done = run(engine.complete(request))
+    finally:
+        engine.shutdown()
+    assert done.finished.usage is not None and done.finished.usage.completion_tokens == 3
+    assert models.resident == "tiny-a@cpu" and not default.loaded
+    assert quantized_layers(cpu._model) == 0 and float_dtypes(cpu._model) == {mx.float32}
+    # loading and decoding both ran in the CPU's context (decoding on the batch runner's own thread)
+    assert {device for _thread, device in entered} == {"cpu"} and len({t for t, _d in entered}) >= 2
+    # a snapshot of the variant is never offered to the default engine, nor the reverse
+    assert cpu.identity == loading.model_identity(cpu.source.path, "auto", "cpu") != default.identity
+
+
+def test_auto_is_float32_on_the_cpu_device_beside_an_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)  # a Mac's or a CUDA machine's default
+    assert compute_dtype("auto") is None  # the accelerator runs the checkpoint's own dtype
+    assert compute_dtype("auto", "cpu") == "float32"  # its <id>@cpu variant runs in fp32

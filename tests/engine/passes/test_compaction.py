@@ -1,0 +1,226 @@
+"""Compaction on the scripted backend (reference §11): budget, guards, passes, payload."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.models.stub import StubBackend, load_script
+from tinytitan.engine.passes.compaction import (
+    COMPRESS_ASK,
+    HANDOVER_ASK,
+    HANDOVER_INSTRUCTION,
+    RETRY_ASK,
+    CompactionResult,
+    compact,
+    compaction_budget,
+    decode_payload,
+    drop_echoed_lines,
+    encode_payload,
+    is_repetition_loop,
+    render_transcript,
+    trim_middle,
+)
+from tinytitan.engine.request import Message, Part, Source, ToolCall
+from tinytitan.engine.service import Engine
+
+MODEL = "stub-model"
+SESSION = (
+    Message("system", "You are a coding agent."),
+    Message("user", "Make the build use ruff; keep line length 110."),
+    Message("assistant", "Checking.", tool_calls=(ToolCall("c1", "exec", '{"cmd": "cat pyproject.toml"}'),)),
+    Message("tool", "[tool.ruff]\nline-length = 100", tool_call_id="c1"),
+    Message("assistant", "I changed line-length to 110 in pyproject.toml; black was rejected (slower)."),
+)
+NOTE = (
+    "Requirements:\n- ruff with line length 110\nDecisions:\n- ruff over black (slower)\nNext step:\n- run ruff check"
+)
+LOOP = "\n".join(["- the same line repeated again and again"] * 8)
+
+
+def _run(
+    rules: list[dict[str, Any]],
+    *,
+    max_tokens: int | None = None,
+    context: int = 8192,
+    messages: tuple[Message, ...] = SESSION,
+) -> tuple[CompactionResult, StubBackend, list[str]]:
+    backend = StubBackend(load_script({"model": MODEL, "context_window": context, "rules": rules}))
+    engine = Engine(backend)
+    seen: list[str] = []
+    try:
+        result = asyncio.run(compact(engine, MODEL, messages, max_tokens=max_tokens, progress=seen.append))
+    finally:
+        engine.shutdown()
+    return result, backend, seen
+
+
+def _ask(ask: str, text: str, **reply: Any) -> dict[str, Any]:
+    return {"when": {"user_contains": ask}, "reply": {"text": text, **reply}}
+
+
+@pytest.mark.parametrize(
+    ("context", "asked", "budget"),
+    [
+        (32768, None, 4096),
+        (8192, None, 1024),
+        (1024, None, 256),
+        (100_000, None, 4096),
+        (8192, 10_000, 4096),
+        (8192, 300, 300),
+    ],
+)
+def test_budget_arithmetic(context: int, asked: int | None, budget: int) -> None:
+    assert compaction_budget(context, asked) == budget
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_a_budget_below_one_is_refused(bad: int) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        compaction_budget(8192, bad)
+    assert info.value.param == "max_compaction_tokens"
+
+
+def test_transcript_is_role_labelled_with_calls_inline() -> None:
+    text = render_transcript(SESSION, notes=["earlier"])
+    assert text.startswith("[earlier summary] earlier\n\n[user] Make the build use ruff")
+    assert '[assistant tool call] exec {"cmd": "cat pyproject.toml"}' in text
+    assert "[tool result exec] [tool.ruff]" in text
+    assert "You are a coding agent" not in text
+
+
+def test_model_note_through_the_engine_at_temperature_zero_thinking_off() -> None:
+    result, backend, seen = _run([_ask(HANDOVER_ASK, NOTE)])
+    assert (result.mode, result.note, result.passes) == ("model", NOTE, 1)
+    recorded = backend.recorded[-1]
+    assert recorded["sampling"]["temperature"] == 0.0 and recorded["reasoning_level"] == "off"
+    assert recorded["system"] == HANDOVER_INSTRUCTION
+    assert "[user] Make the build use ruff" in recorded["messages"][0]["content"]
+    assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+    assert result.tokens == backend.count_text(NOTE)
+    assert seen and "model" in seen[-1]
+
+
+def test_guard_drops_echoed_instruction_lines() -> None:
+    echoed = "- Requirements: what the user asked for, with every constraint.\n" + NOTE
+    result, _, _ = _run([_ask(HANDOVER_ASK, echoed)])
+    assert result.note == NOTE and result.mode == "model"
+    echo = "1. Quote file paths, commands and identifiers exactly as they appear."
+    assert drop_echoed_lines(f"{echo}\nkeep me", HANDOVER_INSTRUCTION) == "keep me"
+
+
+def test_repetition_loop_is_retried_once_with_a_plain_instruction() -> None:
+    assert is_repetition_loop(LOOP) and not is_repetition_loop(NOTE)
+    result, backend, _ = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary of the ruff change.")])
+    assert (result.mode, result.note, result.passes) == (
+        "model",
+        "Short plain summary of the ruff change.",
+        2,
+    )
+    assert len(backend.recorded) == 2
+
+
+def test_usage_sums_every_pass_the_stopped_one_too() -> None:
+    result, backend, seen = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Plain.")])
+    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    assert 0 < stopped < backend.count_text(LOOP)  # stopped at its sixth line, not at its end
+    assert result.tokens == backend.count_text("Plain.") and result.discarded == 1
+    assert seen[-1].endswith(f"2 passes wrote {result.usage.completion_tokens} tokens, 1 discarded as loops")
+
+
+@pytest.mark.parametrize(
+    "forever",
+    [
+        "\n".join(["- the build uses ruff with line length 110"] * 20_000),  # one line again and again
+        "The session was about ruff and its line length, which is 110. " * 20_000,  # a verbatim cycle, no lines
+    ],
+    ids=["lines", "cycle"],
+)
+def test_a_pass_that_repeats_forever_is_stopped_while_it_generates(forever: str) -> None:
+    """The first pass would write until its cap (2,048 tokens here); it stops within a few hundred."""
+    result, backend, seen = _run([_ask(HANDOVER_ASK, forever), _ask(RETRY_ASK, "Plain.")])
+    assert (result.note, result.passes, result.discarded) == ("Plain.", 2, 1)
+    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    assert 0 < stopped <= 300
+    assert any(f"compaction pass 1 was repeating itself: stopped after {stopped} tokens" in line for line in seen)
+
+
+def test_empty_note_twice_falls_back_to_extractive() -> None:
+    result, _, _ = _run([_ask(HANDOVER_ASK, ""), _ask(RETRY_ASK, LOOP)], max_tokens=50)
+    assert result.mode == "extractive" and result.passes == 2
+    transcript = render_transcript(SESSION)
+    assert len(result.note) <= 50 * 3 + 60  # budget × 3 characters plus the marker
+    assert result.note.startswith(transcript[:10]) and result.note.endswith(transcript[-10:])
+    assert "characters omitted" in result.note
+
+
+def test_note_over_budget_is_compressed() -> None:
+    long_note = NOTE + "\n" + "\n".join(f"- detail number {i} about the build" for i in range(40))
+    result, _, _ = _run(
+        [_ask(COMPRESS_ASK, "- ruff, 110; next: run ruff check"), _ask(HANDOVER_ASK, long_note)],
+        max_tokens=64,
+    )
+    assert (result.mode, result.note, result.passes) == ("compressed", "- ruff, 110; next: run ruff check", 2)
+
+
+def test_compression_still_over_budget_trims_the_note() -> None:
+    long_note = NOTE + "\n" + "\n".join(f"- detail number {i} about the build" for i in range(40))
+    result, backend, _ = _run([_ask(COMPRESS_ASK, long_note + " more"), _ask(HANDOVER_ASK, long_note)], max_tokens=64)
+    assert result.mode == "extractive" and result.tokens <= 64
+    assert result.tokens == backend.count_text(result.note)
+    assert "characters omitted" in result.note
+
+
+def test_nothing_to_compact() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        _run([_ask(HANDOVER_ASK, NOTE)], messages=(Message("system", "only guidance"),))
+    assert info.value.message == "nothing to compact: input carries no messages"
+
+
+def test_a_non_text_part_is_refused_where_the_client_wrote_it_never_dropped() -> None:
+    """Issue 28.2: the transcript reads parts with the validator's rule, so an image is a 400 naming it."""
+    image = Part("image_url", source=Source("messages[1].content[1]"))
+    look = Message("user", (Part("text", "look at this"), image))
+    with pytest.raises(InvalidRequest) as info:
+        _run([_ask(HANDOVER_ASK, NOTE)], messages=(*SESSION[:1], look))
+    assert (info.value.code, info.value.param) == ("unsupported_content", "messages[1].content[1]")
+    assert info.value.message == "content parts of type 'image_url' are not supported; this server is text-only"
+
+
+def test_payload_round_trip_and_version_check() -> None:
+    payload = encode_payload("the summary", "compressed", MODEL, created_at=123)
+    raw = base64.b64decode(payload).decode()
+    assert raw == '{"createdAt":123,"mode":"compressed","model":"stub-model","summary":"the summary","v":1}'
+    assert decode_payload(payload)["summary"] == "the summary"
+    other = base64.b64encode(json.dumps({"v": 9, "summary": "x"}).encode()).decode()
+    with pytest.raises(InvalidRequest) as info:
+        decode_payload(other)
+    assert info.value.code == "compaction_payload_version"
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ("%%%", "compaction_payload_invalid"),
+        (base64.b64encode(b"[1]").decode(), "compaction_payload_invalid"),
+        (None, "invalid_value"),
+    ],
+    ids=["not base64", "not an object", "missing"],
+)
+def test_a_broken_payload_is_refused_by_code(payload: str | None, code: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        decode_payload(payload)
+    assert info.value.code == code
+
+
+def test_trim_middle_keeps_head_third_and_tail() -> None:
+    text = "".join(chr(97 + i % 26) for i in range(300))
+    out = trim_middle(text, 90)
+    head, tail = out.split("\n\n[… ")[0], out.split(" …]\n\n")[1]
+    assert text.startswith(head) and len(head) == 30 and text.endswith(tail) and len(tail) == 60
+    assert trim_middle("short", 90) == "short"

@@ -1,9 +1,0 @@
-"""The mlx backend (mlx-lm): a real model on the one generation path.
-
-Importing this package does not import mlx; that happens when a model is loaded or rendered.
-"""
-
-from tinytitan.engine.backends.mlx.backend import MlxBackend
-from tinytitan.engine.backends.mlx.resolve import DEFAULT_MODEL, ModelSource, ModelUnavailable, resolve_model
-
-__all__ = ["DEFAULT_MODEL", "MlxBackend", "ModelSource", "ModelUnavailable", "resolve_model"]

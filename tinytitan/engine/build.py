@@ -1,0 +1,120 @@
+"""Building the backend and the Engine from ``Settings`` — what ``serve``, ``chat``, ``count-tokens``
+and ``compact`` share, so every command runs the model exactly as the server does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinytitan.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from tinytitan.engine.device.distributed import Distributed
+    from tinytitan.engine.models.base import Backend
+    from tinytitan.engine.models.catalog import CatalogEntry
+    from tinytitan.engine.models.manager import ModelManager
+    from tinytitan.engine.service import Engine
+
+__all__ = ["build_backend", "build_catalog", "build_engine"]
+
+
+def build_backend(settings: Settings, distributed: Distributed | None = None) -> Backend:
+    """The scripted backend for ``--stub``, else the MLX engine (imported only then).
+
+    ``distributed``: this process's place in an ``mlx.launch`` group (``serve`` only; issue #19).
+    Raises ``ScriptError`` / ``SettingsError`` (both ``ValueError``) with a message for the user. On a
+    Linux CPU call ``tinytitan.cpu_blas.ensure_openblas()`` first, before anything reads stdin.
+    """
+    if settings.stub:
+        from tinytitan.engine.models.stub import StubBackend, load_script
+
+        return StubBackend(
+            load_script(settings.stub), model_id=settings.model_id, context_override=settings.max_context
+        )
+    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+
+    try:
+        return _mlx_backend(settings, settings.model, settings.model_id, distributed=distributed)
+    except ModelUnavailable as exc:
+        raise SettingsError(exc.message) from None
+
+
+def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **where: Any) -> Backend:
+    """The MLX engine for ``model`` configured by ``settings`` (``where``: its device or its group)."""
+    from tinytitan.engine.models.mlx import MlxBackend  # heavy: only when serving a model
+
+    return MlxBackend(
+        model,
+        model_id=model_id,
+        max_context=settings.max_context,
+        prompt_cache_entries=settings.prompt_cache_entries,
+        prompt_cache_mib=settings.prompt_cache_mib,
+        dtype=settings.dtype,
+        prompt_cache_dir=settings.prompt_cache_dir,
+        prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
+        max_concurrent=settings.max_concurrent,
+        **where,
+    )
+
+
+def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
+    """Built on a catalog model's first request: its files may have gone since the scan (a 503)."""
+    from tinytitan.engine.errors import ModelLoadFailed
+    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+
+    try:
+        return _mlx_backend(settings, str(entry.path), model_id, device=device)
+    except ModelUnavailable as exc:
+        raise ModelLoadFailed(f"model '{model_id}' could not be loaded: {exc.message}") from None
+
+
+def build_catalog(settings: Settings) -> ModelManager:
+    """The catalog ``--models-dir`` names (scanned now, nothing loaded), ``<id>@cpu`` where the CPU is a
+    second real engine; ``SettingsError`` when it holds no loadable model or ``--model`` names none of it."""
+    from functools import partial
+
+    from tinytitan.engine.models.catalog import scan
+    from tinytitan.engine.models.manager import ModelManager
+    from tinytitan.engine.models.mlx.loading import DTYPES, has_accelerator
+
+    if settings.dtype not in DTYPES:
+        raise SettingsError(f"unknown dtype {settings.dtype!r}; choose from {', '.join(DTYPES)}")
+    catalog = scan(settings.models_dirs, max_context=settings.max_context)
+    where = " and ".join("the Hugging Face cache" if d == "hf" else d for d in settings.models_dirs)
+    if not catalog.entries:
+        raise SettingsError(
+            f"no loadable model in {where} ({len(catalog.skipped)} skipped, see the log); "
+            "`tinytitan models pull ORG/NAME` downloads one into the Hugging Face cache (--models-dir hf)"
+        )
+    models = ModelManager.from_catalog(
+        catalog, partial(_catalog_backend, settings), cpu_variants=has_accelerator(), preferred=settings.model
+    )
+    if settings.model is not None and settings.model not in models:
+        raise SettingsError(f"--model {settings.model} is not in the catalog; it serves {', '.join(models.ids())}")
+    return models
+
+
+def build_engine(settings: Settings, backend: Backend | ModelManager | None = None) -> Engine:
+    """The Engine over ``backend`` (built from ``settings`` when not given: the catalog of
+    ``--models-dir``, else one model), configured by ``settings``."""
+    from tinytitan.engine.request.router import StripRules
+    from tinytitan.engine.service import Engine
+
+    memory = None
+    if settings.memory:
+        from tinytitan.engine.memory.decorator import MemoryConfig, MemoryDecorator
+
+        memory = MemoryDecorator(MemoryConfig.from_settings(settings))
+    if backend is None:
+        backend = build_catalog(settings) if settings.models_dirs else build_backend(settings)
+    from tinytitan.engine.models.manager import ModelManager
+
+    catalog = isinstance(backend, ModelManager)  # a one-model backend says its own batch size
+    return Engine(
+        backend,
+        queue_limit=settings.queue_limit,
+        max_concurrent=settings.max_concurrent if catalog else None,
+        default_reasoning=settings.reasoning,
+        strip=StripRules(always=settings.strip_cli_prompt, tags=settings.strip_tags),
+        memory=memory,
+        sampling_defaults=settings.sampling_defaults,
+    )

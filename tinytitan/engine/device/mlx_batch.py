@@ -1,0 +1,217 @@
+"""Continuous batching for the mlx backend (``--max-concurrent N``), on mlx-lm's ``BatchGenerator``.
+
+``MlxBatch`` is the resident model's ``Batch``: the device worker adds rows, removes cancelled ones
+and steps it. Each step decodes one token for every running row, then prefills one chunk
+(``PREFILL_STEP`` tokens) of at most one newcomer — so a newcomer's prompt never stalls the running
+streams for longer than one chunk; with no stream to hold up, chunks are ``PREFILL_ALONE`` tokens
+(large products run faster). mlx-lm supplies the batched KV caches (``BatchKVCache``), the
+prefill/decode interleaving and per-row samplers and logits processors; this module adds what
+serving needs around them:
+
+- the prompt cache per row: a row starts from the longest cached prefix (memory or disk), and its
+  KV state is stored back when it leaves;
+- per-row samplers — our ``sampling.Sampler``, each owning the request's own PRNG key, so a row
+  draws from its own random stream whatever shares the batch — penalties and grammar masks, built
+  from the row's own request; a processor that fails (a grammar the sampler left) fails its own row;
+- the end of a row: end of turn (``stop``, the end token not handed on) or its output cap
+  (``length``) — the only place the cap is decided.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.device.sampling import make_processors, make_sampler
+from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.request import Sampling
+
+if TYPE_CHECKING:
+    from tinytitan.engine.prompt_cache.memory import PromptCache
+
+__all__ = ["PREFILL_ALONE", "PREFILL_STEP", "MlxBatch"]
+
+log = logging.getLogger("tinytitan.mlx")
+
+PREFILL_STEP = 256  # prompt tokens per prefill step while other rows decode (the longest a newcomer holds them up)
+PREFILL_ALONE = 2048  # … and while none does: BLIS multiplies 2048 rows ~3× faster a row than 256 (bench_decode.py)
+
+
+@dataclass(eq=False)
+class _Running:
+    row: Row
+    uid: int
+    error: BaseException | None = None
+    decoding: bool = False  # its prompt is done and it has sampled a token
+
+
+class MlxBatch(Batch):
+    def __init__(
+        self,
+        model: Any,
+        prompt_cache: PromptCache,
+        identity: str,
+        eos: Sequence[int],
+        max_rows: int,
+        *,
+        mask_for: Callable[[Row], Any] = lambda _row: None,
+        sampler: Callable[[Sampling], Any] = make_sampler,
+        processors: Callable[[Sampling, Sequence[int], int], list[Any]] = make_processors,
+        prefill_step: int = PREFILL_STEP,
+        prefill_alone: int = PREFILL_ALONE,
+        device: str | None = None,
+        counted: Callable[[int], None] = lambda _n: None,
+    ) -> None:
+        from mlx_lm.generate import BatchGenerator
+
+        self.model = model
+        self.device = device  # "cpu": a catalog's <id>@cpu
+        self.prompt_cache = prompt_cache
+        self.identity = identity
+        self.eos = frozenset(eos)
+        self.max_rows = max(1, max_rows)
+        self.prefill_step = prefill_step
+        self.prefill_alone = max(prefill_step, prefill_alone)
+        self.mask_for = mask_for  # the row's grammar mask (built here, on the device thread), or None
+        self.make_sampler = sampler  # per row, from its request (a benchmark may swap it)
+        self.make_processors = processors
+        self.counted = counted  # told how many tokens each step sampled (tests watch it for cancellation)
+        self.peak_rows = 0  # the most rows one step decoded (tests, benchmarks)
+        # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
+        self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
+        self._running: dict[int, _Running] = {}  # by uid
+        self._by_row: dict[int, _Running] = {}  # by row id
+        with self._on_device():
+            self.gen = BatchGenerator(
+                model,
+                completion_batch_size=self.max_rows,
+                prefill_batch_size=1,
+                prefill_step_size=self.prefill_alone,  # its prompt batch's largest product; each step sets its own
+            )
+
+    @property
+    def rows(self) -> int:
+        return len(self._running)
+
+    def _on_device(self) -> AbstractContextManager[Any]:
+        from tinytitan.engine.models.mlx.loading import device_context
+
+        return device_context(self.device)  # type: ignore[no-any-return]
+
+    def add(self, row: Row) -> list[Output]:
+        from mlx_lm.generate import StopSequences
+
+        with self._on_device():
+            mask = self.mask_for(row)
+            tokens = list(row.tokens)
+            cache, reused = self.prompt_cache.fetch(tokens, self.identity)
+            running = _Running(row, -1)
+            processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
+            if mask is not None:
+                processors.append(self._guard(running, mask))  # last: penalties cannot re-open a masked token
+            (uid,) = self.gen.insert(
+                [tokens[reused:]],
+                max_tokens=[row.max_new],
+                caches=[cache] if cache is not None else None,
+                all_tokens=[tokens[:reused]],
+                samplers=[self.make_sampler(row.request.sampling)],
+                logits_processors=[processors],
+                stop_sequences=[StopSequences([[e] for e in self.eos])],
+            )
+        running.uid = int(uid)
+        self._running[running.uid] = running
+        self._by_row[row.id] = running
+        return [Output(row, cached=reused)]
+
+    @staticmethod
+    def _guard(running: _Running, processor: Any) -> Any:
+        """A processor whose failure fails its own row, not the batch."""
+
+        def guarded(tokens: Any, logits: Any) -> Any:
+            if running.error is not None:
+                return logits
+            try:
+                return processor(tokens, logits)
+            except Exception as exc:
+                running.error = exc
+                return logits
+
+        return guarded
+
+    def remove(self, row: Row) -> None:
+        running = self._by_row.get(row.id)
+        if running is not None:
+            self._drop([running], keep=True)
+
+    def _drop(self, leaving: list[_Running], *, keep: bool) -> None:
+        """Take rows out of the batch; ``keep``: store their KV state in the prompt cache."""
+        with self._on_device():
+            caches = self.gen.remove([r.uid for r in leaving], return_prompt_caches=True)
+            for running in leaving:
+                del self._running[running.uid]
+                del self._by_row[running.row.id]
+                if keep:
+                    cache, tokens = caches.get(running.uid, (None, None))
+                    self._remember(cache, tokens)
+
+    def step(self) -> list[Output]:
+        began = time.perf_counter()
+        # mlx-lm reads the chunk size at each step: a short one only when it would hold up a stream
+        decoding = any(r.decoding for r in self._running.values())
+        self.gen.prefill_step_size = self.prefill_step if decoding else self.prefill_alone
+        with self._on_device(), self.gen.stats() as stats:
+            _prompts, responses = self.gen.next()
+        self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
+        self.peak_rows = max(self.peak_rows, len(responses))
+        self.counted(len(responses))
+        outputs: list[Output] = []
+        failed: list[_Running] = []
+        for response in responses:
+            running = self._running.get(response.uid)
+            if running is None:
+                continue
+            running.decoding = True
+            if running.error is not None:  # sampled from unmasked logits: dropped, and the row fails
+                failed.append(running)
+                outputs.append(Output(running.row, error=_row_error(running.error)))
+                continue
+            token = int(response.token)
+            if response.finish_reason is None:
+                outputs.append(Output(running.row, [token]))
+                continue
+            del self._running[running.uid]
+            del self._by_row[running.row.id]
+            with self._on_device():
+                self._remember(response.prompt_cache, response.all_tokens)
+            ended = [] if token in self.eos else [token]
+            outputs.append(Output(running.row, ended, finish=str(response.finish_reason)))
+        if failed:
+            self._drop(failed, keep=False)
+        return outputs
+
+    def _remember(self, cache: list[Any] | None, tokens: list[int] | None) -> None:
+        """Store a leaving row's KV state (it holds exactly ``tokens``) in the prompt cache."""
+        if not cache or not tokens:
+            return
+        offset = getattr(cache[0], "offset", None)
+        if not isinstance(offset, int) or offset != len(tokens):
+            return
+        self.prompt_cache.store(list(tokens), cache, self.identity)
+
+    def close(self) -> None:
+        with self._on_device():
+            self.gen.close()
+        self.model = None
+
+
+def _row_error(error: BaseException) -> BaseException:
+    if isinstance(error, TinyTitanError):
+        return error
+    log.error("a logits processor failed: %r", error)
+    return GenerationFailed()

@@ -1,0 +1,155 @@
+"""Loading the tokenizer and the weights, and choosing the compute dtype (issue #3, parts 1 and 7).
+
+On the CPU, MLX's bf16/fp16 and quantized matmuls are scalar and single-threaded while fp32
+matmuls go through BLAS (OpenBLAS when preloaded, see ``tinytitan.cpu_blas``): measured ~20×
+faster here. So ``dtype="auto"`` dequantizes a quantized checkpoint and runs fp32 on the CPU, and
+keeps the checkpoint as it is on a GPU. ``float32`` / ``bfloat16`` / ``float16`` force a dtype
+(dequantizing first); ``native`` keeps the checkpoint as it is everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tinytitan.engine.errors import ModelLoadFailed
+from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+from tinytitan.engine.readiness import progress
+
+__all__ = [
+    "DTYPES",
+    "compute_dtype",
+    "device_context",
+    "has_accelerator",
+    "load_tokenizer",
+    "load_weights",
+    "model_identity",
+]
+
+log = logging.getLogger("tinytitan.mlx")
+
+DTYPES = ("auto", "float32", "bfloat16", "float16", "native")
+
+
+def has_accelerator() -> bool:
+    """Whether mlx has a GPU engine here (Metal or CUDA) beside the CPU: then ``<id>@cpu`` is a real choice."""
+    import mlx.core as mx
+
+    for backend in ("metal", "cuda"):
+        module = getattr(mx, backend, None)
+        is_available = getattr(module, "is_available", None)
+        if callable(is_available) and is_available():
+            return True
+    return False
+
+
+def device_context(device: str | None) -> Any:
+    """A context running mlx work on ``device`` ("cpu"), or on the default device (None)."""
+    import contextlib
+
+    if device is None:
+        return contextlib.nullcontext()
+    import mlx.core as mx
+
+    return mx.stream(getattr(mx, device))
+
+
+def compute_dtype(setting: str, device: str | None = None) -> str | None:
+    """The dtype to run in (None = as the checkpoint is) on ``device`` (None = the default one)."""
+    if setting not in DTYPES:
+        raise ModelUnavailable(f"unknown dtype {setting!r}; choose from {', '.join(DTYPES)}")
+    if setting == "native":
+        return None
+    if setting != "auto":
+        return setting
+    import mlx.core as mx
+
+    on_cpu = device == "cpu" or mx.default_device() == mx.cpu
+    return "float32" if on_cpu else None
+
+
+def load_tokenizer(path: Path) -> Any:
+    """mlx-lm's ``TokenizerWrapper`` (HF tokenizer + streaming detokenizer + markers + tool parser)."""
+    from mlx_lm.utils import load_config
+    from mlx_lm.utils import load_tokenizer as _load
+
+    progress("loading the tokenizer")
+    eos = load_config(path).get("eos_token_id")
+    return _load(path, eos_token_ids=eos)
+
+
+def load_weights(
+    path: Path, dtype_setting: str, device: str | None = None, name: str | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """The model (evaluated on ``device``, in its compute dtype) and its config.
+
+    Weights that cannot be read (a file deleted or truncated since startup) raise ``ModelLoadFailed``
+    naming the model (``name``, else the directory) and the cause: a 503, never a 500.
+    """
+    try:
+        with device_context(device):
+            return _load_weights(path, dtype_setting, device)
+    except Exception as exc:  # mlx-lm and safetensors raise many kinds for a bad file
+        cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())
+        raise ModelLoadFailed(
+            f"model '{name or path.name}' could not be loaded from {path}: {cause or type(exc).__name__}"
+        ) from exc
+
+
+def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[Any, dict[str, Any]]:
+    import mlx.core as mx
+    from mlx_lm.utils import dequantize_model, load_model
+
+    target = compute_dtype(dtype_setting, device)
+    size = sum(p.stat().st_size for p in path.glob("*.safetensors"))
+    progress(f"loading weights ({size / 1e6:.0f} MB{', as ' + target if target else ''})")
+    model, config = load_model(path, lazy=True)
+    if target is not None:
+        model = dequantize_model(model)  # a no-op for an unquantized checkpoint
+        model.set_dtype(getattr(mx, target))
+        log.debug("running %s in %s", path.name, target)
+    mx.eval(model.parameters(), _private_arrays(model))
+    model.eval()
+    return model, config
+
+
+def _private_arrays(model: Any) -> list[Any]:
+    """Arrays modules keep outside their parameters (a RoPE's ``_freqs``: Llama 3, Gemma 4, ...).
+
+    They are built lazily on the loading thread, and MLX streams are thread-local: the batch runner,
+    on its own thread, could not evaluate them ("There is no Stream(cpu, N) in current thread").
+    """
+    import mlx.core as mx
+
+    # a module is a dict: names starting with "_" are kept in it but left out of parameters()
+    held = [v for m in model.modules() for v in [*m.values(), *vars(m).values()]]
+    return [v for v in held if isinstance(v, mx.array)]
+
+
+def model_identity(path: Path, dtype_setting: str, device: str | None = None, shard: str | None = None) -> str:
+    """A digest of what decides a KV cache's contents: config, weight files, compute dtype, MLX.
+
+    Prompt-cache snapshots are keyed by it (in memory and on disk), so a snapshot is never offered
+    to another model, another checkpoint of it, another compute dtype or another MLX build. Weight
+    files count by name, size and modification time (hashing gigabytes at startup would cost more
+    than it protects). ``shard`` names one rank's part of a distributed model (its KV is that rank's
+    share only).
+    """
+    import mlx.core as mx
+    import mlx_lm
+
+    weights = sorted(p for p in path.iterdir() if p.suffix == ".safetensors" or p.name.endswith(".index.json"))
+    facts = {
+        "config": (path / "config.json").read_text(encoding="utf-8"),
+        "weights": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in weights],
+        "dtype": compute_dtype(dtype_setting, device) or "native",
+        "device": device or "default",
+        "mlx": getattr(mx, "__version__", "unknown"),
+        "mlx_lm": mlx_lm.__version__,
+    }
+    if shard is not None:
+        facts["shard"] = shard
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]

