@@ -3,7 +3,7 @@
 ``tinytitan chat --model`` / ``--stub`` talks HTTP to this server exactly as it talks to a separate
 ``tinytitan serve``, so the chat has one code path; the tests' ``live_server`` is built on it too.
 ``stop()`` shuts uvicorn down (it ends the engine's open generations first, then the app's lifespan
-shuts the engine down) and then waits for the engine's generation thread: a process must not
+shuts the engine down) and then waits for the engine's device thread: a process must not
 finalize while that thread is inside native code (see ``Engine.join``).
 """
 
@@ -58,7 +58,7 @@ class BackgroundServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> bool:
-        """Shut down; True when the generation thread stopped within ``timeout`` seconds."""
+        """Shut down; True when the device thread stopped within ``timeout`` seconds."""
         self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(timeout=timeout)

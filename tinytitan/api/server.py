@@ -76,7 +76,7 @@ class Server(uvicorn.Server):
         if self.should_exit and sig == signal.SIGINT:
             sys.stderr.write("\ntinytitan serve: stopped at once (second Ctrl-C); open requests were cut\n")
             sys.stderr.flush()
-            os._exit(FORCED_STOP)  # skips finalization: a generation thread may be inside MLX
+            os._exit(FORCED_STOP)  # skips finalization: the device thread may be inside MLX
         super().handle_exit(sig, frame)
 
 

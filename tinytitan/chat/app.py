@@ -227,10 +227,10 @@ def run_chat(options: ChatOptions) -> int:
 
 
 def _shut_down(target: Target, code: int) -> None:
-    """Stop the in-process server and its generation thread before the interpreter finalizes.
+    """Stop the in-process server and its device thread before the interpreter finalizes.
 
     A second Ctrl-C here must not interrupt the wait (that is what used to abort the process); if
-    the generation thread is still busy when the wait ends (a model load cannot be interrupted),
+    the device thread is still busy when the wait ends (a model load cannot be interrupted),
     leave without finalizing at all.
     """
     with contextlib.suppress(ValueError):  # not the main thread (tests): no signal handling

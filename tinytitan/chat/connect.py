@@ -35,7 +35,7 @@ class Target:
     server: object | None = field(default=None, repr=False)  # the BackgroundServer, in-process
 
     def close(self) -> bool:
-        """Close the client and stop an in-process server; False when its generation thread outlived the wait."""
+        """Close the client and stop an in-process server; False when its device thread outlived the wait."""
         self.client.close()
         stop = getattr(self.server, "stop", None)
         return bool(stop()) if stop is not None else True

@@ -1,4 +1,4 @@
-"""A backend that only records its lifecycle (load / unload) — for model manager and residency tests."""
+"""A backend that only records its lifecycle (load / unload) — for model manager and device worker tests."""
 
 from __future__ import annotations
 

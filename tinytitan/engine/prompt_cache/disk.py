@@ -11,7 +11,7 @@ blocks it added — a 2k-token system prompt is written once, not once per turn.
   Every block read is checked (size, checksum, model, parent digest, index, its own token ids); a
   block that fails is logged, deleted and ends the chain there, so nothing loads wrong.
 - **Save** (``save``): after a generation the engine hands over the snapshot; the blocks not yet on
-  disk are written by a background thread (the generation thread only takes zero-copy numpy views),
+  disk are written by a background thread (the device thread only takes zero-copy numpy views),
   in order, each atomically, owner-only. Only plain ``KVCache`` layers in float32 / float16 /
   bfloat16 are written; other cache kinds stay memory-only.
 - **Eviction**: least recently used first, to the byte cap. A prefix is always "more recently used"
@@ -376,7 +376,7 @@ class DiskTier:
 
 
 def _views(cache: list[Any]) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]] | None:
-    """Zero-copy numpy views of each layer's keys / values (evaluated here, on the generation thread)."""
+    """Zero-copy numpy views of each layer's keys / values (evaluated here, on the device thread)."""
     import mlx.core as mx
     from mlx_lm.models.cache import KVCache
 
