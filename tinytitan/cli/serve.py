@@ -310,10 +310,24 @@ def _bind(settings: Settings) -> socket.socket:
         raise _fail(str(exc)) from None
 
 
+_CHATTER = (
+    "Started server process",
+    "Waiting for application",
+    "Application startup complete",
+    "Application shutdown complete",
+    "Uvicorn running on",
+    "Shutting down",
+    "Finished server process",
+)
+
+
 def _quiet_uvicorn(level: str) -> None:
-    """uvicorn's start/stop chatter says what the banner says; it is shown only at debug."""
+    """uvicorn's start/stop chatter says what the banner says; it is shown only at debug (its other
+    lines — a refused WebSocket upgrade, an error — stay)."""
     if level != "debug":
-        logging.getLogger("uvicorn.error").setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+        logging.getLogger("uvicorn.error").addFilter(
+            lambda record: not str(record.msg).startswith(_CHATTER)
+        )
 
 
 def run_server(settings: Settings) -> None:

@@ -135,7 +135,11 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
     window = _int(facts.get("context_window"))
     if window is None:
         raise LaunchError(f"the server at {url} does not say the context window of '{model}'")
-    cap = _int(facts.get("max_output_tokens")) or min(_DEFAULT_OUTPUT_CAP, window // 4)
+    published = _int(facts.get("max_output_tokens"))
+    # a server whose only cap is the window itself (TinyTitan's) leaves no room to compact before the
+    # window fills: then the agent answers within a quarter of it
+    fallback = min(_DEFAULT_OUTPUT_CAP, window // 4)
+    cap = published if published is not None and published < window else fallback
     levels = facts.get("reasoning_levels")
     levels = tuple(str(level) for level in levels) if isinstance(levels, list) else ()
     return Served(url, model, window, cap, api_key, levels)
