@@ -325,9 +325,7 @@ def _quiet_uvicorn(level: str) -> None:
     """uvicorn's start/stop chatter says what the banner says; it is shown only at debug (its other
     lines — a refused WebSocket upgrade, an error — stay)."""
     if level != "debug":
-        logging.getLogger("uvicorn.error").addFilter(
-            lambda record: not str(record.msg).startswith(_CHATTER)
-        )
+        logging.getLogger("uvicorn.error").addFilter(lambda record: not str(record.msg).startswith(_CHATTER))
 
 
 def run_server(settings: Settings) -> None:
