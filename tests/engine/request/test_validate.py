@@ -496,7 +496,7 @@ def test_the_edges_are_in_range() -> None:
     high = Sampling(temperature=2.0, top_p=1.0, top_k=256, presence_penalty=2.0, seed=2**64 - 1)
     assert ok(sampling=high).sampling == high
     low = Sampling(temperature=0.0, top_k=1, presence_penalty=-2.0, seed=0, frequency_penalty=0.0)
-    assert ok(sampling=low).sampling == replace(low, top_p=0.95, frequency_penalty=None)  # the fallback top_p
+    assert ok(sampling=low).sampling == replace(low, top_p=0.9, frequency_penalty=None)  # the server default top_p
 
 
 def test_a_zero_frequency_penalty_is_dropped() -> None:

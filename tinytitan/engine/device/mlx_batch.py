@@ -205,9 +205,11 @@ class MlxBatch(Batch):
         self.prompt_cache.store(list(tokens), cache, self.identity)
 
     def close(self) -> None:
+        if self.model is None:  # closed already (unloaded, then the worker let it go)
+            return
         with self._on_device():
             self.gen.close()
-        self.model = None
+        self.model = self.gen = None  # the generator holds the model too
 
 
 def _row_error(error: BaseException) -> BaseException:

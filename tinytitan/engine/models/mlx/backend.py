@@ -225,7 +225,9 @@ class MlxBackend(Backend):
         with self._load_lock:
             was = self._model is not None
             self._model = None
-            self.batch = None
+            batch, self.batch = self.batch, None
+        if batch is not None:
+            batch.close()  # it holds the model too
         self.prompt_cache.flush(timeout=60)  # the disk tier keeps this model's prefixes warm
         if not keep_prompt_cache:
             self.prompt_cache.clear(self.identity)
