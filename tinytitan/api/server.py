@@ -31,7 +31,14 @@ from tinytitan.api.transport import uvicorn_options
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
-__all__ = ["FINISH_WITHIN", "FORCED_STOP", "SHUTDOWN_GRACE", "Server", "serve"]
+__all__ = [
+    "FINISH_WITHIN",
+    "FORCED_STOP",
+    "SHUTDOWN_GRACE",
+    "Server",
+    "quiet_uvicorn",
+    "serve",
+]
 
 SHUTDOWN_GRACE = 5  # seconds uvicorn waits for open connections before it cancels them
 FINISH_WITHIN = 3.0  # of which running generations may use this much to finish on their own
@@ -86,3 +93,21 @@ def serve(server: Server, sock: socket.socket) -> None:
         server.run(sockets=[sock])
     if not server.started and not server.should_exit:
         raise SystemExit(3)  # the app's startup failed (the log says why)
+
+
+_CHATTER = (
+    "Started server process",
+    "Waiting for application",
+    "Application startup complete",
+    "Application shutdown complete",
+    "Uvicorn running on",
+    "Shutting down",
+    "Finished server process",
+)
+
+
+def quiet_uvicorn(level: str) -> None:
+    """uvicorn's start/stop chatter says what the banner says; it is shown only at debug (its other
+    lines — a refused WebSocket upgrade, an error — stay)."""
+    if level != "debug":
+        logging.getLogger("uvicorn.error").addFilter(lambda record: not str(record.msg).startswith(_CHATTER))

@@ -310,24 +310,6 @@ def _bind(settings: Settings) -> socket.socket:
         raise _fail(str(exc)) from None
 
 
-_CHATTER = (
-    "Started server process",
-    "Waiting for application",
-    "Application startup complete",
-    "Application shutdown complete",
-    "Uvicorn running on",
-    "Shutting down",
-    "Finished server process",
-)
-
-
-def _quiet_uvicorn(level: str) -> None:
-    """uvicorn's start/stop chatter says what the banner says; it is shown only at debug (its other
-    lines — a refused WebSocket upgrade, an error — stay)."""
-    if level != "debug":
-        logging.getLogger("uvicorn.error").addFilter(lambda record: not str(record.msg).startswith(_CHATTER))
-
-
 def run_server(settings: Settings) -> None:
     """Bind, resolve the model (refusing one that cannot load), serve while it loads, banner when ready."""
     from tinytitan.engine.build import build_backend, build_engine
@@ -375,11 +357,11 @@ def run_server(settings: Settings) -> None:
 def _serve(
     engine: Engine, settings: Settings, sock: socket.socket, display: LoadingDisplay, distributed: Distributed | None
 ) -> None:
-    from tinytitan.api.server import Server, serve
+    from tinytitan.api.server import Server, quiet_uvicorn, serve
     from tinytitan.engine.readiness import Readiness, listen
 
     server = Server(engine, settings)
-    _quiet_uvicorn(settings.log_level)  # after uvicorn configured its loggers
+    quiet_uvicorn(settings.log_level)  # after uvicorn configured its loggers
     failed: list[str] = []
 
     def settled(readiness: Readiness) -> None:
