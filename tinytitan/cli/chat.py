@@ -18,6 +18,8 @@ from tinytitan.cli.options import (
     Thinking,
     memory_dir,
     option,
+    server_model,
+    server_url,
 )
 
 __all__ = ["chat"]
@@ -32,20 +34,8 @@ def chat(
             show_default=False,
         ),
     ] = None,
-    url: str = typer.Option(
-        None,
-        "--url",
-        metavar="URL",
-        help="Talk to this server (default: the local one at 127.0.0.1:8096 if it answers, else load the model here).",
-    ),
-    # no TINYTITAN_MODEL here: with no flags the chat first looks for the local server (the variable
-    # names the model to load when there is none)
-    model: str = typer.Option(
-        None,
-        "--model",
-        metavar="DIR|FILE.gguf|ID",
-        help="Load this model in-process (a directory, GGUF file or hub id, as for serve); with --url, the served id.",
-    ),
+    url: str = server_url("Talk to", "load the model here"),
+    model: str = server_model("Load this model in-process", "the served id"),
     stub: Stub = None,
     max_context: MaxContext = None,
     reasoning: Reasoning = None,

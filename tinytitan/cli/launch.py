@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from tinytitan.cli.common import fail
-from tinytitan.cli.options import MaxContext, ModelId, Reasoning, Stub, Thinking, option, reasoning_level
+from tinytitan.cli.options import (
+    MaxContext,
+    ModelId,
+    Reasoning,
+    Stub,
+    Thinking,
+    option,
+    reasoning_level,
+    server_model,
+    server_url,
+)
 
 __all__ = ["launch"]
 
@@ -29,21 +39,8 @@ def launch(
             metavar="ARGS", help="Passed to the agent as they are (after --, so that its options are its own)."
         ),
     ] = None,
-    url: str = typer.Option(
-        None,
-        "--url",
-        metavar="URL",
-        help="Use this server (default: the local one at 127.0.0.1:8096 if it answers, else start one).",
-    ),
-    # no TINYTITAN_MODEL here: with no flags the launch first looks for the local server (a started
-    # server reads the variable itself)
-    model: str = typer.Option(
-        None,
-        "--model",
-        metavar="DIR|FILE.gguf|ID",
-        help="Start a server with this model (a directory, GGUF file or hub id, as for serve); "
-        "with --url, the served id to use.",
-    ),
+    url: str = server_url("Use", "start one"),
+    model: str = server_model("Start a server with this model", "the served id to use"),
     model_id: ModelId = None,
     stub: Stub = None,
     max_context: MaxContext = None,

@@ -42,6 +42,8 @@ __all__ = [
     "memory_dir",
     "option",
     "reasoning_level",
+    "server_model",
+    "server_url",
     "with_model_flags",
 ]
 
@@ -52,6 +54,20 @@ def option(flag: str, help: str, metavar: str | None = None, **checks: Any) -> A
     ``checks``: click's own bounds (``min=1, max=65535``), refused as a usage error (exit 2)."""
     envvar = "TINYTITAN_" + flag.split("/")[0].removeprefix("--").replace("-", "_").upper()
     return typer.Option(flag, envvar=envvar, metavar=metavar, help=help, **checks)
+
+
+def server_url(verb: str, otherwise: str) -> Any:
+    """``--url`` of a command that talks to a server (chat, launch). No variable: with no flags the
+    command first looks for the local server."""
+    help = f"{verb} this server (default: the local one at 127.0.0.1:8096 if it answers, else {otherwise})."
+    return typer.Option(None, "--url", metavar="URL", help=help)
+
+
+def server_model(without_url: str, with_url: str) -> Any:
+    """``--model`` of a command that talks to a server: a model to run itself, or with ``--url`` the
+    served id. No variable (a server the command starts reads ``TINYTITAN_MODEL`` itself)."""
+    help = f"{without_url} (a directory, GGUF file or hub id, as for serve); with --url, {with_url}."
+    return typer.Option(None, "--model", metavar="DIR|FILE.gguf|ID", help=help)
 
 
 _MODEL_HELP = "A local model directory, a GGUF file or a Hugging Face hub id (org/name)."
