@@ -50,8 +50,9 @@ def test_the_readiness_states_in_order_while_a_slow_model_loads(tmp_path: Path) 
     assert states == sorted(states, key=["loading", "ok"].index)  # never back to loading
     for health_status, health, ready_status in seen:
         assert health_status == 200
-        assert ready_status == (200 if health["status"] == "ok" else 503)
-    assert {"status": "loading", "step": "loading weights (scripted)"} in [s[1] for s in seen]
+        if health["status"] == "ok":  # /ready is asked just after /health: the weights may come in between
+            assert ready_status == 200
+    assert (200, {"status": "loading", "step": "loading weights (scripted)"}, 503) in seen
     lines = err.splitlines()
     assert lines[0] == "TinyTitan: loading weights (scripted)…"
     assert lines[1].startswith(f"TinyTitan serving 'scripted' at {url}/v1")  # the banner once ready
