@@ -255,6 +255,14 @@ class Workspace:
         }
         return env
 
+    def launch(self, *args: str, env: dict[str, str] | None = None) -> Run:
+        """``tinytitan launch ARGS…`` from this workspace, the client CLIs on its PATH."""
+        base = self.base_env()
+        base["PATH"] = f"{BIN}{os.pathsep}{base['PATH']}"
+        base["PYTHONPATH"] = str(ROOT)
+        argv = [sys.executable, "-m", "tinytitan", "launch", *args]
+        return run_client(argv, env={**base, **(env or {})}, cwd=self.work, timeout=self.timeout)
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:

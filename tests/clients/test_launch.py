@@ -8,15 +8,13 @@ and leave those files as they were (or, for pi, keep every entry but its own).
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .conftest import BIN, ROOT, Run, StartStub, StubServer, Workspace, client_binary, run_client
+from .conftest import StartStub, StubServer, Workspace, client_binary, run_client
 
 REPLY = "hello from tinytitan"
 KEY = "launch-secret"
@@ -26,14 +24,6 @@ CAP = WINDOW // 4  # the stub publishes no output cap: the launch gives a quarte
 
 def _server(stub: StartStub) -> StubServer:
     return stub({"context_window": WINDOW, "rules": [{"reply": {"text": REPLY}}]}, "--api-key", KEY)
-
-
-def _launch(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> Run:
-    base = ws.base_env()
-    base["PATH"] = f"{BIN}{os.pathsep}{base['PATH']}"
-    base["PYTHONPATH"] = str(ROOT)
-    argv = [sys.executable, "-m", "tinytitan", "launch", *args]
-    return run_client(argv, env={**base, **(env or {})}, cwd=ws.work, timeout=ws.timeout)
 
 
 def _write(path: Path, text: str) -> str:
@@ -59,8 +49,17 @@ def test_claude(stub: StartStub, workspace: Workspace) -> None:
     # settings.json's env overrides the process environment: the launch must win over it anyway
     theirs = {"theme": "dark", "env": {"ANTHROPIC_MODEL": "their-model", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1000"}}
     settings = _write(workspace.home / ".claude" / "settings.json", json.dumps(theirs))
-    run = _launch(
-        workspace, "claude", "--url", server.url, "--api-key", KEY, "--", "-p", "say hi", "--output-format", "json"
+    run = workspace.launch(
+        "claude",
+        "--url",
+        server.url,
+        "--api-key",
+        KEY,
+        "--",
+        "-p",
+        "say hi",
+        "--output-format",
+        "json",
     )
     assert run.returncode == 0, run.describe()
     assert json.loads(run.stdout)["result"] == REPLY, run.describe()
@@ -79,8 +78,16 @@ def test_codex(stub: StartStub, workspace: Workspace) -> None:
         'model = "gpt-their-own"\nmodel_reasoning_effort = "low"\n\n'
         '[model_providers.theirs]\nname = "Theirs"\nbase_url = "https://example.invalid/v1"\n',
     )
-    run = _launch(
-        workspace, "codex", "--url", server.url, "--api-key", KEY, "--", "exec", "--skip-git-repo-check", "say hi"
+    run = workspace.launch(
+        "codex",
+        "--url",
+        server.url,
+        "--api-key",
+        KEY,
+        "--",
+        "exec",
+        "--skip-git-repo-check",
+        "say hi",
     )
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
@@ -108,8 +115,7 @@ def test_pi(stub: StartStub, workspace: Workspace) -> None:
     }
     _write(agent_dir / "models.json", json.dumps({"providers": {"theirs": theirs}}))
     settings = _write(agent_dir / "settings.json", json.dumps({"defaultThinkingLevel": "low"}))
-    run = _launch(
-        workspace,
+    run = workspace.launch(
         "pi",
         "--url",
         server.url,
@@ -146,8 +152,7 @@ def test_opencode(stub: StartStub, workspace: Workspace) -> None:
         },
     }
     config = _write(workspace.home / ".config" / "opencode" / "opencode.json", json.dumps(theirs))
-    run = _launch(
-        workspace,
+    run = workspace.launch(
         "opencode",
         "--url",
         server.url,
@@ -168,8 +173,7 @@ def test_reuses_the_local_server(stub: StartStub, workspace: Workspace) -> None:
     """No --url: the server answering on the local port (TINYTITAN_PORT) is the one used."""
     client_binary("pi")
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
-    run = _launch(
-        workspace,
+    run = workspace.launch(
         "pi",
         "--",
         "-p",
@@ -186,7 +190,7 @@ def test_starts_a_server_and_stops_it_when_the_agent_exits(tmp_path: Path, works
     client_binary("pi")
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model": "started-stub", "rules": [{"reply": {"text": REPLY}}]}), encoding="utf-8")
-    run = _launch(workspace, "pi", "--stub", str(script), "--", "-p", "--no-session", "say hi", env={"PI_OFFLINE": "1"})
+    run = workspace.launch("pi", "--stub", str(script), "--", "-p", "--no-session", "say hi", env={"PI_OFFLINE": "1"})
     assert run.returncode == 0, run.describe()
     assert run.stdout.strip() == REPLY, run.describe()
     (url,) = re.findall(r"starting a server at (http://127\.0\.0\.1:\d+)", run.stderr)
@@ -203,6 +207,6 @@ def test_the_exit_status_is_the_agents(stub: StartStub, workspace: Workspace) ->
     codex = client_binary("codex")
     server = stub({"rules": [{"reply": {"text": REPLY}}]})
     direct = run_client([str(codex), "exec", "--no-such-flag"], env=workspace.base_env(), cwd=workspace.work)
-    run = _launch(workspace, "codex", "--url", server.url, "--", "exec", "--no-such-flag")
+    run = workspace.launch("codex", "--url", server.url, "--", "exec", "--no-such-flag")
     assert direct.returncode != 0, direct.describe()
     assert run.returncode == direct.returncode, run.describe()

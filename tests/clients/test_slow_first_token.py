@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from .conftest import MODEL
+from .conftest import MODEL, client_binary
 
 if TYPE_CHECKING:
-    from .conftest import Claude, Codex, Pi, StartStub, StubServer
+    from .conftest import Claude, Codex, Pi, StartStub, StubServer, Workspace
 
 KEEPALIVE = "0.5"
 PREFILL_MS = 1600  # more than three keepalive intervals
@@ -78,3 +78,14 @@ def test_claude_code_reads_a_slow_first_token(stub: StartStub, claude: Claude) -
     assert run.returncode == 0, run.describe()
     (result,) = [e for e in run.json_lines() if e.get("type") == "result"]
     assert result["is_error"] is False and result["result"] == REPLY, run.describe()
+
+
+def test_opencode_reads_a_slow_first_token(stub: StartStub, workspace: Workspace) -> None:
+    """OpenCode (wired by ``tinytitan launch``, its AI SDK reading Chat Completions) reads the answer
+    after a first token later than three keepalive intervals."""
+    client_binary("opencode")
+    server = stub(SCRIPT, "--keepalive", KEEPALIVE)
+    env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    run = workspace.launch("opencode", "--url", server.url, "--", "run", "say hi", env=env)
+    assert run.returncode == 0, run.describe()
+    assert REPLY in run.stdout, run.describe()
