@@ -105,7 +105,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from completion' -l help -d 'Sh
 
 complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -a pull -d 'Download a model into the Hugging Face cache (resumes a partial download)'
 complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -a rm -d 'Remove a model from the Hugging Face cache, or a GGUF model\'s converted copy, after confirmation'
-complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l models-dir -r -F -d 'List the model directories in DIR, or \'hf\' for the Hugging Face cache, instead (repeatable; several in the variable are separated by \':\'), as serve --models-dir would serve them'
+complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l models-dir -r -F -d 'List the model directories in DIR (or \'hf\': the Hugging Face cache) instead of the usual places, as serve --models-dir would serve them (repeatable; several in the variable are separated by \':\')'
 complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l url -x -d 'List what a running server serves instead (e.g'
 complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l api-key -x -d 'With --url: the server\'s API key (sent as a Bearer token)'
 complete -c tinytitan -n '__fish_seen_subcommand_from models; and not __fish_seen_subcommand_from pull rm' -l cache-dir -r -F -d 'The Hugging Face hub cache (default: HF\'s own)'

@@ -34,8 +34,8 @@ ModelsDir = Annotated[
     list[Path],
     option(
         "--models-dir",
-        "List the model directories in DIR, or 'hf' for the Hugging Face cache, instead (repeatable; several "
-        "in the variable are separated by ':'), as serve --models-dir would serve them.",
+        "List the model directories in DIR (or 'hf': the Hugging Face cache) instead of the usual places, as "
+        "serve --models-dir would serve them (repeatable; several in the variable are separated by ':').",
         "DIR|hf",
     ),
 ]
