@@ -36,6 +36,10 @@ class Row:
     loop: asyncio.AbstractEventLoop
     id: int = field(default_factory=lambda: next(_ids))
     ended: bool = False  # the device let the row go (set on the device thread)
+    # its client has gone: set once, False → True, by ``DeviceWorker.cancel`` on any thread, and read
+    # on the device thread between two layers of a prefill chunk (a plain attribute: one atomic
+    # store and load; a stale read costs one more layer)
+    cancelled: bool = False
 
     @property
     def tokens(self) -> Sequence[Any]:

@@ -4,9 +4,11 @@
 and steps it. Each step decodes one token for every running row, then prefills one chunk
 (``PREFILL_STEP`` tokens) of at most one newcomer — so a newcomer's prompt never stalls the running
 streams for longer than one chunk; with no stream to hold up, chunks are ``PREFILL_ALONE`` tokens
-(large products run faster). mlx-lm supplies the batched KV caches (``BatchKVCache``), the
-prefill/decode interleaving and per-row samplers and logits processors; this module adds what
-serving needs around them:
+(large products run faster) — but never so large that one layer of it is more than ``LAYER_WORK``
+tokens' work, and such a lone chunk is left between two layers once its row is cancelled
+(``interrupt.py``: a client that leaves frees the device within one small step). mlx-lm supplies
+the batched KV caches (``BatchKVCache``), the prefill/decode interleaving and per-row samplers and
+logits processors; this module adds what serving needs around them:
 
 - the prompt cache per row: a row starts from the longest cached prefix (memory or disk), and its
   KV state is stored back when it leaves;
@@ -23,11 +25,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.request import Sampling
@@ -49,6 +52,9 @@ class _Running:
     uid: int
     error: BaseException | None = None
     decoding: bool = False  # its prompt is done and it has sampled a token
+    cached: int = 0  # prompt tokens the prompt cache gave it
+    todo: int = 0  # prompt tokens past those (mlx-lm's prompt progress counts these)
+    prefilled: int = 0  # … of which prefilled so far; == todo once it is in the generation batch
 
 
 class MlxBatch(Batch):
@@ -67,6 +73,7 @@ class MlxBatch(Batch):
         prefill_alone: int = PREFILL_ALONE,
         device: str | None = None,
         counted: Callable[[int], None] = lambda _n: None,
+        interruptible: bool = True,
     ) -> None:
         from mlx_lm.generate import BatchGenerator
 
@@ -77,7 +84,10 @@ class MlxBatch(Batch):
         self.eos = frozenset(eos)
         self.max_rows = max(1, max_rows)
         self.prefill_step = prefill_step
-        self.prefill_alone = max(prefill_step, prefill_alone)
+        # a lone chunk may be left between layers (None: the model has no layers to watch, or not asked)
+        self.watch = LayerWatch(model) if interruptible else None
+        cap = self.watch.chunk_cap() if self.watch is not None else None
+        self.prefill_alone = max(prefill_step, min(prefill_alone, cap or prefill_alone))
         self.mask_for = mask_for  # the row's grammar mask (built here, on the device thread), or None
         self.make_sampler = sampler  # per row, from its request (a benchmark may swap it)
         self.make_processors = processors
@@ -111,7 +121,7 @@ class MlxBatch(Batch):
             mask = self.mask_for(row)
             tokens = list(row.tokens)
             cache, reused = self.prompt_cache.fetch(tokens, self.identity)
-            running = _Running(row, -1)
+            running = _Running(row, -1, cached=reused, todo=len(tokens) - reused)
             processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
             if mask is not None:
                 processors.append(self._guard(running, mask))  # last: penalties cannot re-open a masked token
@@ -165,8 +175,19 @@ class MlxBatch(Batch):
         # mlx-lm reads the chunk size at each step: a short one only when it would hold up a stream
         decoding = any(r.decoding for r in self._running.values())
         self.gen.prefill_step_size = self.prefill_step if decoding else self.prefill_alone
-        with self._on_device(), self.gen.stats() as stats:
-            _prompts, responses = self.gen.next()
+        lone = self._interruptible()
+        armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else nullcontext()
+        try:
+            with self._on_device(), self.gen.stats() as stats, armed:
+                prompts, responses = self.gen.next()
+        except Interrupted:
+            assert lone is not None
+            self.steps.append((0, 0, time.perf_counter() - began))  # nothing of the chunk is kept
+            self._interrupted(lone)
+            return []
+        for prompt in prompts:  # the public progress of every prompt, (done, todo)
+            if (running := self._running.get(prompt.uid)) is not None:
+                running.prefilled = int(prompt.progress[0])
         self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
         self.peak_rows = max(self.peak_rows, len(responses))
         self.counted(len(responses))
@@ -194,6 +215,32 @@ class MlxBatch(Batch):
         if failed:
             self._drop(failed, keep=False)
         return outputs
+
+    def _interruptible(self) -> _Running | None:
+        """The row whose prefill chunk this step may leave between layers: the one being prefilled
+        (mlx-lm takes prompts in arrival order, one at a time), and only while no row is past its
+        prompt — an interrupted step must not lose a token decoded in it — and a chunk is left before
+        its last token (that one goes in with its first decode)."""
+        if self.watch is None:
+            return None
+        first: _Running | None = None
+        for running in self._running.values():
+            if running.prefilled >= running.todo:
+                return None
+            first = first or running
+        return first if first is not None and first.prefilled < first.todo - 1 else None
+
+    def _interrupted(self, running: _Running) -> None:
+        """``running`` was cancelled mid-chunk: it leaves, its KV state rewound to before the chunk."""
+        del self._running[running.uid]
+        del self._by_row[running.row.id]
+        with self._on_device():
+            caches = self.gen.remove([running.uid], return_prompt_caches=True)
+            kept = rewind(*caches.get(running.uid, (None, None)), running.cached + running.prefilled)
+            if kept is not None:
+                self._remember(*kept)
+        kept_tokens = len(kept[1]) if kept else 0
+        log.debug("row %d left its prefill mid-chunk (%d prompt tokens kept)", running.row.id, kept_tokens)
 
     def _remember(self, cache: list[Any] | None, tokens: list[int] | None) -> None:
         """Store a leaving row's KV state (it holds exactly ``tokens``) in the prompt cache."""

@@ -85,6 +85,7 @@ class DeviceWorker:
         self._send(row)
 
     def cancel(self, row: Row) -> None:
+        row.cancelled = True  # seen at once by a prefill chunk running now (it leaves between layers)
         self._send(("cancel", row))
 
     def activate(self, model_id: str) -> concurrent.futures.Future[Any]:
