@@ -374,3 +374,47 @@ def test_a_batch_that_fails_fails_its_rows_and_the_next_request_starts_afresh(mo
     result = drain(again)
     worker.close()
     assert len(result) == 6 and result[-1] == "length"
+
+
+def test_a_cancelled_long_prefill_leaves_within_one_small_step_of_work(model: Any, monkeypatch: Any) -> None:
+    """Issue 26, item 4: a client leaves during a lone prompt's prefill chunk; the device is free for
+    the next request after at most ``LAYER_WORK`` tokens' work — counted in layer calls, not time."""
+    from mlx_lm.models.qwen3 import TransformerBlock
+
+    from tinytitan.engine.device.interrupt import LAYER_WORK
+
+    layers = len(model.layers)
+    (follow,) = rows([PROMPTS[0]], [1])
+    worker = make_worker(model)
+    worker.submit(follow)
+    alone = drain(follow)  # what the follow-up gives on its own
+
+    (long,) = rows([list(range(1000, 6000))], [1])  # 5,000 tokens: a lone prompt, several chunks
+    (follow,) = rows([PROMPTS[0]], [1])
+    seen: list[int] = []  # prompt tokens per layer call of the long prompt, in order
+    cancelled_at: list[int] = []  # index into ``seen`` of the layer call running when the client left
+    original = TransformerBlock.__call__
+
+    def counting(self: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if x.shape[1] > len(PROMPTS[0]):  # a chunk of the long prompt (not a decode, not the follow-up)
+            seen.append(x.shape[1])
+            if len(seen) == layers + 1:  # the first layer of the second chunk: the client leaves now
+                cancelled_at.append(len(seen) - 1)
+                worker.cancel(long)
+                worker.submit(follow)
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(TransformerBlock, "__call__", counting)
+    worker.submit(long)
+    first = follow.loop.items.get(timeout=120)  # type: ignore[attr-defined]
+    assert first.row is follow and first.cached == 0
+    rest = drain(follow)
+    worker.close()
+    assert cancelled_at == [layers]
+    # whole-model tokens' work run from the moment the client left: a layer call over n tokens is n / layers
+    after = sum(seen[cancelled_at[0] :]) / layers
+    assert after <= LAYER_WORK, f"{after:.0f} tokens' work ran after the client left"
+    assert rest == alone  # greedy output unchanged
+    inbox: Inbox = long.loop  # type: ignore[assignment]
+    handed = [inbox.items.get_nowait() for _ in range(inbox.items.qsize())]
+    assert [(o.tokens, o.last) for o in handed] == [([], False)]  # admitted, then nothing: it just left
