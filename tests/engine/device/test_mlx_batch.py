@@ -212,7 +212,8 @@ def test_a_newcomers_long_prompt_is_prefilled_between_decode_steps(live: LiveSer
 
 
 def test_a_lone_long_prompt_is_prefilled_in_large_chunks(live: LiveServer) -> None:
-    from tinytitan.engine.device.mlx_batch import PREFILL_STEP
+    from tinytitan.engine.device.interrupt import LAYER_WORK
+    from tinytitan.engine.device.mlx_batch import PREFILL_ALONE, PREFILL_STEP
 
     wait_until(lambda: live.engine.queue.running == 0)
     steps_before = len(runner(live).steps)
@@ -228,7 +229,12 @@ def test_a_lone_long_prompt_is_prefilled_in_large_chunks(live: LiveServer) -> No
     prompt_tokens = response.json()["usage"]["prompt_tokens"]
     prefilling = [n for _rows, n, _seconds in list(runner(live).steps)[steps_before:] if n > 0]
     assert prompt_tokens > 3 * PREFILL_STEP
-    assert prefilling == [prompt_tokens - 1]  # no stream to hold up: the prompt in one step
+    # no stream to hold up: the largest chunks whose one layer is at most LAYER_WORK tokens' work (the
+    # tiny model has 2 layers: 512 tokens), so that a client that leaves waits for one layer at most
+    alone = runner(live).prefill_alone
+    assert alone == min(PREFILL_ALONE, LAYER_WORK * 2) > PREFILL_STEP
+    full, rest = divmod(prompt_tokens - 1, alone)
+    assert prefilling == [alone] * full + ([rest] if rest else [])
 
 
 def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveServer) -> None:
@@ -259,12 +265,15 @@ def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveSe
 
 @pytest.fixture(scope="module")
 def model(tiny_dir: Path) -> Any:
-    import mlx.core as mx
-    from mlx_lm.utils import load_model
+    from tinytitan.engine.device import thread as device_thread
 
-    loaded, _config = load_model(tiny_dir, lazy=True)
-    mx.eval(loaded.parameters())
-    return loaded
+    with device_thread.claimed():  # loaded here, then stepped by the workers' own device threads
+        import mlx.core as mx
+        from mlx_lm.utils import load_model
+
+        loaded, _config = load_model(tiny_dir, lazy=True)
+        mx.eval(loaded.parameters())
+        return loaded
 
 
 class Fixed(Recorder):
