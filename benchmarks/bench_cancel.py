@@ -1,6 +1,6 @@
 """A client that leaves mid-prefill, then the next request: its time to first token (issue 26, item 4).
 
-    python benchmarks/bench_cancel.py [--prompt-tokens 4500] [--rounds 1]
+    python benchmarks/bench_cancel.py [--prompt-tokens 4500] [--rounds 2]
 
 The embedded SmolLM2-135M-Instruct (its GGUF file) behind a live server, as ``serve`` runs it. A
 streaming Chat Completions client sends a ~4,500-token prompt and leaves (closes the connection)
@@ -11,7 +11,8 @@ its first content token — the time the cancelled prompt still held the device,
 - ``new``: the layer watch armed: the chunk is left after the layer that was running.
 
 The two run back to back on the same loaded model. Then the prefill cost of the watch itself: the
-same long prompt (``max_tokens`` 1, the prompt cache off) with the watch on and off, alternating.
+same long prompt (``max_tokens`` 1, the prompt cache off) with the watch on and off, alternating
+(off-on, on-off, …: medians).
 Greedy throughout. Not part of the test run.
 """
 
@@ -50,7 +51,7 @@ def long_prompt(backend: MlxBackend, n_tokens: int, salt: str) -> str:
     while True:
         lines.append(f"{salt} line {i}: the keeper climbed the stairs and lit the lamp against the storm.")
         i += 1
-        if i % 20 == 0 and len(backend.tokenizer.encode("\n".join(lines))) >= n_tokens:
+        if i % 5 == 0 and len(backend.tokenizer.encode("\n".join(lines))) >= n_tokens:
             return "\n".join(lines) + "\nSummarise the lines above."
 
 
@@ -117,7 +118,7 @@ def prefill_s(url: str, backend: MlxBackend, text: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompt-tokens", type=int, default=4500)
-    parser.add_argument("--rounds", type=int, default=1, help="watch on/off prefill pairs")
+    parser.add_argument("--rounds", type=int, default=2, help="watch on/off prefill pairs")
     args = parser.parse_args()
     path = embedded_gguf()
     if path is None:
@@ -143,7 +144,7 @@ def main() -> None:
             )
         times: dict[str, list[float]] = {"off": [], "on": []}
         for round_ in range(args.rounds):
-            for mode in ("off", "on"):
+            for mode in ("off", "on") if round_ % 2 == 0 else ("on", "off"):  # drift falls on both
                 set_mode(batch, watch, new=mode == "on")
                 text = long_prompt(backend, args.prompt_tokens, f"[p{round_}{mode}]")
                 times[mode].append(prefill_s(live.url, backend, text))

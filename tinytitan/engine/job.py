@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.loops import LoopGuard
 from tinytitan.engine.models.base import Generation, Prompt
 from tinytitan.engine.output.parser import ParseOptions
 from tinytitan.engine.queue import Ticket
@@ -164,6 +165,8 @@ class Job:
             )
         )
         decoder = backend.decoder()
+        window = self.engine.models.info(request.model_id).context_window
+        loops = LoopGuard.for_request(request.request_id, request.cap, window)  # the loop policy (loops.py)
         inbox: asyncio.Queue[Output | BaseException] = asyncio.Queue()
         self._inbox = inbox
         reason = "length"  # no room left for a token: nothing runs
@@ -190,6 +193,8 @@ class Job:
                         yield event
                     if parser.stopped is not None:
                         break
+                    if loops is not None and item.finish is None and loops.feed(text):
+                        break  # a verbatim loop, no cap of its own: it ends as if the cap were hit
                 elif item.finish is not None and (tail := decoder.finish()):
                     for event in parser.feed(tail, 0):
                         yield event
@@ -200,7 +205,10 @@ class Job:
             self._leave()
         for event in parser.finish():
             yield event
-        if parser.tool_calls:
+        if loops is not None and loops.cycle is not None:
+            reason = "length"
+            loops.ended(parser.completion_tokens)
+        elif parser.tool_calls:
             reason = "tool_calls"
         elif parser.stopped is not None:
             reason = "stop"

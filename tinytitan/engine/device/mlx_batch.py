@@ -236,7 +236,8 @@ class MlxBatch(Batch):
         del self._by_row[running.row.id]
         with self._on_device():
             caches = self.gen.remove([running.uid], return_prompt_caches=True)
-            kept = rewind(*caches.get(running.uid, (None, None)), running.cached + running.prefilled)
+            cache, tokens = caches.get(running.uid, (None, None))
+            kept = rewind(cache, tokens, running.cached + running.prefilled)
             if kept is not None:
                 self._remember(*kept)
         kept_tokens = len(kept[1]) if kept else 0
