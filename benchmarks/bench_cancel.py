@@ -105,7 +105,24 @@ def cancelled_then_hi(url: str, backend: MlxBackend, batch: MlxBatch, text: str)
                 first = time.perf_counter()
                 break
     assert first is not None
+    told = [t - left for t in CANCELS if t >= left]
+    steps = [(rows, n, round(sec, 2)) for rows, n, sec in list(batch.steps)[steps_before:]]
+    print(f"  cancel reached the worker {told[0] if told else float('nan'):.2f} s after leaving; steps {steps}")
     return {"first_chunk_s": first_chunk, "ttft_after_leaving_s": first - left}
+
+
+CANCELS: list[float] = []  # when the server told the device worker to cancel a row
+
+
+def watch_cancels(live: Any) -> None:
+    device = live.engine.device
+    cancel = device.cancel
+
+    def noted(row: Any) -> None:
+        CANCELS.append(time.perf_counter())
+        cancel(row)
+
+    device.cancel = noted
 
 
 def prefill_s(url: str, backend: MlxBackend, text: str) -> float:
@@ -118,7 +135,7 @@ def prefill_s(url: str, backend: MlxBackend, text: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompt-tokens", type=int, default=4500)
-    parser.add_argument("--rounds", type=int, default=2, help="watch on/off prefill pairs")
+    parser.add_argument("--rounds", type=int, default=2, help="watch on/off prefill pairs (0: none)")
     args = parser.parse_args()
     path = embedded_gguf()
     if path is None:
@@ -128,6 +145,7 @@ def main() -> None:
     backend.load()
     with live_server(backend) as live:
         prefill_s(live.url, backend, "Say hi.")  # opens the batch, warms up
+        watch_cancels(live)
         batch = backend.batch
         assert isinstance(batch, MlxBatch) and batch.watch is not None
         watch = batch.watch
@@ -149,8 +167,10 @@ def main() -> None:
                 text = long_prompt(backend, args.prompt_tokens, f"[p{round_}{mode}]")
                 times[mode].append(prefill_s(live.url, backend, text))
                 print(f"prefill, watch {mode}: {times[mode][-1]:.2f} s", flush=True)
-        off, on = statistics.median(times["off"]), statistics.median(times["on"])
-        print(f"prefill of ~{args.prompt_tokens} tokens: watch off {off:.2f} s, on {on:.2f} s ({on / off - 1:+.1%})")
+        if args.rounds:
+            off, on = statistics.median(times["off"]), statistics.median(times["on"])
+            change = f"{on / off - 1:+.1%}"
+            print(f"prefill of ~{args.prompt_tokens} tokens: watch off {off:.2f} s, on {on:.2f} s ({change})")
         set_mode(batch, watch, new=True)
 
 
