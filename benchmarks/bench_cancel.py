@@ -108,7 +108,8 @@ def cancelled_then_hi(url: str, backend: MlxBackend, batch: MlxBatch, text: str)
     told = [t - left for t in CANCELS if t >= left]
     steps = [(rows, n, round(sec, 2)) for rows, n, sec in list(batch.steps)[steps_before:]]
     print(f"  cancel reached the worker {told[0] if told else float('nan'):.2f} s after leaving; steps {steps}")
-    return {"first_chunk_s": first_chunk, "ttft_after_leaving_s": first - left}
+    held = steps[1][2] if len(steps) > 1 else float("nan")  # the step running when the client left
+    return {"first_chunk_s": first_chunk, "held_s": held, "ttft_after_leaving_s": first - left}
 
 
 CANCELS: list[float] = []  # when the server told the device worker to cancel a row
@@ -156,8 +157,9 @@ def main() -> None:
             n = len(backend.tokenizer.encode(text))
             result = cancelled_then_hi(live.url, backend, batch, text)
             print(
-                f"{mode}: {n}-token prompt, first chunk {result['first_chunk_s']:.1f} s; client left, then "
-                f"'Say hi.' first token after {result['ttft_after_leaving_s']:.2f} s",
+                f"{mode}: {n}-token prompt, first chunk {result['first_chunk_s']:.1f} s; client left, the step "
+                f"running then ended {result['held_s']:.2f} s later (its whole chunk when old); "
+                f"'Say hi.' first token {result['ttft_after_leaving_s']:.2f} s after leaving",
                 flush=True,
             )
         times: dict[str, list[float]] = {"off": [], "on": []}
