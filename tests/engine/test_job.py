@@ -31,6 +31,10 @@ LOOPING = PARAGRAPH * 30
 def engine() -> Iterator[Engine]:
     rules = [
         {"when": {"user_contains": "refrain"}, "reply": {"text": "La la la. " * 12 + "The end."}},
+        {
+            "when": {"user_contains": "save"},
+            "reply": {"tool_calls": [{"name": "save", "arguments": {"v": "x" * 6000}}]},
+        },
         {"reply": {"text": LOOPING}},
     ]
     made = Engine(StubBackend(script(*rules, context_window=WINDOW)), queue_limit=4)
@@ -74,6 +78,19 @@ def test_a_short_refrain_is_no_loop(engine: Engine) -> None:
     async def main() -> None:
         result = await engine.complete(ask("Sing a refrain."))
         assert result.finished.reason == "stop" and result.text.endswith("The end.")
+
+    asyncio.run(main())
+
+
+def test_a_tool_calls_long_repetitive_arguments_are_data_not_a_loop(engine: Engine) -> None:
+    from tinytitan.engine.request import Tool
+
+    async def main() -> None:
+        tools = (Tool("save", parameters={"type": "object", "properties": {"v": {"type": "string"}}}),)
+        result = await engine.complete(ask("save this", tools=tools))
+        assert result.finished.reason == "tool_calls"
+        (call,) = result.tool_calls
+        assert call.arguments == '{"v": "' + "x" * 6000 + '"}'
 
     asyncio.run(main())
 

@@ -191,9 +191,11 @@ class Job:
                         text += decoder.finish()
                     for event in parser.feed(text, len(item.tokens)):
                         yield event
+                        if loops is not None and item.finish is None and isinstance(event, (TextDelta, ReasoningDelta)):
+                            loops.feed(event.text)  # prose and thought; a tool call's arguments are data
                     if parser.stopped is not None:
                         break
-                    if loops is not None and item.finish is None and loops.feed(text):
+                    if loops is not None and loops.cycle is not None:
                         break  # a verbatim loop, no cap of its own: it ends as if the cap were hit
                 elif item.finish is not None and (tail := decoder.finish()):
                     for event in parser.feed(tail, 0):

@@ -12,7 +12,9 @@ The policy, the same on every protocol:
   warning naming the request.
 - a request **with its own cap** below the window is never cut: the client chose how long it may run.
 
-``LoopGuard.for_request`` is None for the second kind; ``Job`` feeds the first kind's text to it.
+``LoopGuard.for_request`` is None for the second kind; ``Job`` feeds the first kind's text and
+reasoning to it — not a tool call's arguments, which are data the client asked for (a long run of one
+character in a value is no loop of the model's).
 """
 
 from __future__ import annotations
