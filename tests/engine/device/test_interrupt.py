@@ -81,20 +81,35 @@ def test_an_unarmed_watch_only_passes_the_call_on(model: Any, device: None) -> N
     assert watch.layer_calls == 0
     with pytest.raises(Interrupted), watch.armed(lambda: True):
         model(mx.array([LONG[:40]]))
-    assert watch.layer_calls == 1 and watch.interrupts == 1  # left after the first layer
+    assert watch.layer_calls == 1 and watch.interrupts == 1  # left before the first layer ran
     model(mx.array([LONG[:40]]))  # disarmed again on the way out
     assert watch.layer_calls == 1
 
 
-def test_a_cancelled_chunk_is_left_and_its_kv_state_rewound_to_before_it(model: Any, device: None) -> None:
+@pytest.mark.parametrize("leaves", ["between chunks", "in the first layer"])
+def test_a_cancelled_chunk_is_left_and_its_kv_state_rewound_to_before_it(
+    model: Any, device: None, monkeypatch: pytest.MonkeyPatch, leaves: str
+) -> None:
+    from mlx_lm.models.qwen3 import TransformerBlock
+
     fresh = run(make(model, interruptible=False), row(LONG))
     cache = PromptCache(4)
     batch = make(model, cache)
     cancelled = row(LONG)
     batch.add(cancelled)
     assert batch.step() == []  # the first chunk: 512 tokens
-    cancelled.cancelled = True  # the client leaves before the second
+    if leaves == "between chunks":
+        cancelled.cancelled = True  # the client leaves before the second
+    else:  # … while the second's first layer runs: that layer holds the chunk in its KV cache, the next not
+        original = TransformerBlock.__call__
+
+        def leaving(self: Any, *args: Any, **kwargs: Any) -> Any:
+            cancelled.cancelled = True
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(TransformerBlock, "__call__", leaving)
     assert batch.step() == []
+    monkeypatch.undo()
     assert batch.rows == 0 and batch.watch is not None and batch.watch.interrupts == 1
     assert batch.steps[-1][:2] == (0, 0)  # nothing of the interrupted chunk kept
     _kv, reused = cache.fetch(LONG, "m")
