@@ -29,7 +29,7 @@ LOOPING = PARAGRAPH * 30
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"when": {"user_contains": "refrain"}, "reply": {"text": "La la la. " * 12 + "The end."}},
         {
             "when": {"user_contains": "save"},

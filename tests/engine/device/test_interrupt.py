@@ -84,6 +84,10 @@ def test_an_unarmed_watch_only_passes_the_call_on(model: Any, device: None) -> N
     assert watch.layer_calls == 1 and watch.interrupts == 1  # left before the first layer ran
     model(mx.array([LONG[:40]]))  # disarmed again on the way out
     assert watch.layer_calls == 1
+    with watch.armed(lambda: False):
+        model(mx.array([LONG[:512]]))  # a full lone chunk: a look before every layer (256 tokens' work each)
+        model(mx.array([LONG[:40]]))  # a short one: both layers are less than 256 tokens' work, one look
+    assert (watch.layer_calls, watch.looks) == (5, 4)
 
 
 @pytest.mark.parametrize("leaves", ["between chunks", "in the first layer"])

@@ -9,10 +9,12 @@ begin. ``LayerWatch`` makes such a chunk interruptible:
   ``__call__`` first reports to the watch armed on this thread, if any, then calls the layer's own
   (parameters, weights and names are untouched; with no watch armed the cost is one attribute read
   per layer call);
-- ``armed(cancelled)`` around a prefill step: before each layer its input — the previous layer's
+- ``armed(cancelled)`` around a prefill step: before a layer its input — the previous layer's
   output, with that layer's KV cache update — is evaluated and ``cancelled()`` read (``Row.cancelled``,
   set by ``DeviceWorker.cancel`` from the event loop); once it is true the call raises
-  ``Interrupted``, so this layer and the rest of the chunk's never run;
+  ``Interrupted``, so this layer and the rest of the chunk's never run. It looks before every
+  ``k``-th layer, ``k`` layers being at most ``LAYER_WORK`` tokens' work (a 2,048-token chunk of a
+  30-layer model: every 3rd layer, 205 tokens' work);
 - ``chunk_cap()``: the largest chunk for which one layer is at most ``LAYER_WORK`` tokens' work
   (a chunk of ``n`` tokens through one of ``L`` layers is ``n / L`` tokens of whole-model work), so a
   cancelled row leaves within that much work whatever the model;
@@ -76,8 +78,10 @@ class LayerWatch:
                 watched += 1
         self.layers = watched
         self._cancelled: Callable[[], bool] = lambda: False
-        self.layer_calls = 0  # layer calls while armed (each one a look at the flag)
+        self.layer_calls = 0  # layer calls while armed
+        self.looks = 0  # … of which looked at the flag (and evaluated what came before)
         self.interrupts = 0
+        self._index = 0  # the next layer's index in the model call under way
 
     def chunk_cap(self, per_layer: int = LAYER_WORK) -> int | None:
         """The largest lone prefill chunk with at most ``per_layer`` tokens' work per layer (None: no cap)."""
@@ -90,6 +94,7 @@ class LayerWatch:
             yield
             return
         self._cancelled = cancelled
+        self._index = 0
         _armed.watch = self
         try:
             yield
@@ -98,11 +103,19 @@ class LayerWatch:
             self._cancelled = lambda: False
 
     def before_layer(self, hidden: Any) -> None:
+        """Look at the flag before every ``k``-th layer, ``k`` layers of this chunk being at most
+        ``LAYER_WORK`` tokens' work (every layer for a chunk of ``chunk_cap()``; fewer evaluations
+        for a smaller one)."""
+        index, self._index = self._index, (self._index + 1) % self.layers
+        self.layer_calls += 1
+        tokens = int(hidden.shape[1]) if hidden is not None and len(hidden.shape) == 3 else 1  # (batch, tokens, dim)
+        if index % max(1, LAYER_WORK * self.layers // max(1, tokens)):
+            return
         import mlx.core as mx
 
         if hidden is not None:
             mx.eval(hidden)  # the layers before this one are done now, not at the end of the chunk
-        self.layer_calls += 1
+        self.looks += 1
         if self._cancelled():
             self.interrupts += 1
             raise Interrupted
