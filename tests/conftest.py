@@ -27,9 +27,11 @@ atexit.register(os.rmdir, _NO_CERTS)
 os.environ.pop("SSL_CERT_FILE", None)
 os.environ["SSL_CERT_DIR"] = _NO_CERTS
 
-# TINYTITAN_DEVICE_CHECK=1: any MLX call off a device thread raises, from the first test on (before
-# the tests import mlx-lm, so its modules see the checked functions). Child processes inherit the
-# variable; a served engine checks once its device worker calls install_check() too.
+# TINYTITAN_DEVICE_CHECK=1, always (dev and CI alike): any MLX call off a device thread raises, from
+# the first test on (before the tests import mlx-lm, so its modules see the checked functions).
+# Child processes (serve, chat) inherit the variable; a served engine checks once its device worker
+# calls install_check() too.
+os.environ.setdefault(device_thread.CHECK_ENV, "1")
 device_thread.install_check()
 
 

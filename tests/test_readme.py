@@ -199,6 +199,7 @@ def run_section(
         "TINYTITAN_PORT": str(port),
         "TINYTITAN_CACHE_DIR": os.environ.get("TINYTITAN_CACHE_DIR") or str(Path.home() / ".cache" / "tinytitan"),
         "TINYTITAN_OPENBLAS": os.environ.get("TINYTITAN_OPENBLAS", ""),
+        "TINYTITAN_DEVICE_CHECK": os.environ.get("TINYTITAN_DEVICE_CHECK", "1"),  # the suite runs with it on
         "TT_RECORD": str(tmp / "recorded"),
         "TT_SERVER_LOG": str(tmp / "server.log"),
     }

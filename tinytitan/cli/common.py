@@ -43,6 +43,10 @@ def fast_cpu(uses_model: bool, command: str) -> None:
         raise fail(command, str(exc)) from None
     if _reexec_allowed:
         ensure_openblas()
+    from tinytitan.engine.device import thread as device_thread
+
+    # TINYTITAN_DEVICE_CHECK: in before mlx-lm is imported, which binds mlx.core's functions at import
+    device_thread.install_check()
 
 
 class _ToolNotes(logging.Filter):

@@ -45,6 +45,17 @@ def test_a_claim_belongs_to_its_thread() -> None:
     assert not device_thread.is_device_thread()
 
 
+def test_the_suite_runs_with_the_check_on() -> None:
+    """tests/conftest.py turns TINYTITAN_DEVICE_CHECK on for every run (dev and CI alike): the
+    variable is set for this process and its children, and mlx.core is wrapped."""
+    mx = pytest.importorskip("mlx.core")
+    assert os.environ.get(device_thread.CHECK_ENV) == "1"
+    assert device_thread.check_installed()
+    assert hasattr(mx.eval, "__wrapped__") and hasattr(mx.array.item, "__wrapped__")
+    with pytest.raises(RuntimeError, match="not the device thread"):
+        mx.zeros((1,))
+
+
 @pytest.fixture
 def checked() -> Iterator[Any]:
     """mlx.core with the check on (left on if the session turned it on)."""

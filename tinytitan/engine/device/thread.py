@@ -19,7 +19,7 @@ a function; what it returns is checked when called; ``mx.custom_function`` is a 
 is, and the MLX calls in its body are checked), building an array from Python data with
 ``mx.array(...)`` (nanobind constructs it without a Python-level hook, so it cannot be wrapped),
 reading an array's ``shape`` / ``dtype`` / ``ndim`` / ``size`` / ``nbytes`` / ``len()``,
-``isinstance``, and the pure queries in ``ALLOWED`` (dtypes, shapes, which devices exist). Not
+``isinstance``, and the pure queries in ``ALLOWED`` (dtypes, shapes, which devices exist; joining a distributed group). Not
 caught: the buffer protocol (``np.asarray(a)``, ``memoryview(a)`` read an array without a Python
 call), and functions a module bound before the check went in.
 """
@@ -65,6 +65,7 @@ ALLOWED = frozenset(
         "device_count",
         "device_info",
         "get_printoptions",
+        "init",  # mx.distributed.init: joins the launched group (serve's main thread, before any device work)
     }
 )
 _TRANSFORMS = frozenset({"compile", "checkpoint", "grad", "value_and_grad", "vmap"})  # they return a function

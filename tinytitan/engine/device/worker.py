@@ -255,10 +255,16 @@ class DeviceWorker:
                 self._active.pop(row.id, None)
 
     def _barrier(self, barrier: _Barrier) -> None:
-        try:
-            if barrier.call is not None:
+        if barrier.call is not None:  # ``run(fn)``: fn's own result or exception, unchanged
+            try:
                 result: Any = barrier.call()
-            elif barrier.model_id is None:
+            except BaseException as exc:
+                barrier.done.set_exception(exc)
+                return
+            barrier.done.set_result(result)
+            return
+        try:
+            if barrier.model_id is None:
                 result = self._unload()
             else:
                 self._ready(barrier.model_id)

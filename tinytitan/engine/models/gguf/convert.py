@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.models.gguf.arch import UnsupportedArchitecture, mlx_config, mlx_name, norm_offset
 from tinytitan.engine.models.gguf.cache import SOURCE_FILE, gguf_cache_dir
 from tinytitan.engine.models.gguf.file import GGUFError, GGUFFile, read_gguf
@@ -73,7 +74,17 @@ def _check(gguf: GGUFFile) -> None:
 
 
 def convert(gguf: GGUFFile, out: Path) -> None:
-    """Write the model directory for ``gguf`` into ``out`` (which exists and is empty)."""
+    """Write the model directory for ``gguf`` into ``out`` (which exists and is empty).
+
+    The converting thread is a device thread while it converts (``TINYTITAN_DEVICE_CHECK``): the
+    conversion makes and saves arrays of its own, shares none with a served model, and runs before
+    the model loads (``serve`` resolving it) — on the device worker it would hold up every request
+    for the minutes a large file takes."""
+    with device_thread.claimed():
+        _convert(gguf, out)
+
+
+def _convert(gguf: GGUFFile, out: Path) -> None:
     tokens = gguf.get("tokenizer.ggml.tokens") or []
     config = mlx_config(gguf, vocab_size=len(tokens) or int(gguf.get(f"{gguf.architecture}.vocab_size", 0)))
     _check(gguf)

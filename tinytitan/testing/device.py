@@ -1,0 +1,40 @@
+"""``on_device(fn)``: run a test's own MLX work on a device thread (``TINYTITAN_DEVICE_CHECK`` is on
+for the whole suite, so MLX called from the test's thread raises)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tinytitan.engine.device import thread as device_thread
+
+__all__ = ["on_device"]
+
+T = TypeVar("T")
+
+
+def on_device(fn: Callable[[], T], *, worker: Any = None) -> T:
+    """``fn()`` on a device thread: through ``worker`` (an engine's ``DeviceWorker``: after the rows
+    before it) when given, else on a new thread that claims itself and releases its MLX streams when
+    done. Its result, or its own exception raised here unchanged."""
+    if worker is not None:
+        return worker.run(fn).result()  # type: ignore[no-any-return]
+    out: list[Any] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        device_thread.claim()
+        try:
+            out.append(fn())
+        except BaseException as exc:
+            error.append(exc)
+        finally:
+            device_thread.release()
+
+    thread = threading.Thread(target=run, name="tinytitan-test-device")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return out[0]  # type: ignore[no-any-return]
