@@ -86,17 +86,10 @@ class Distributed:
 
     # -- loading ----------------------------------------------------------------------------------
     def plan(self, config: dict[str, Any]) -> str:
-        """Choose the parallelism from the architecture (no weights read); raises ``DistributedError``.
-
-        ``serve`` asks on its main thread before the engine (and its device worker) exists; the
-        skeleton it builds is lazy arrays, never evaluated, dropped at once, so the calling thread
-        is a device thread for that (``TINYTITAN_DEVICE_CHECK``) — a follower's main thread is its
-        device thread anyway."""
-        from tinytitan.engine.device import thread as device_thread
+        """Choose the parallelism from the architecture (no weights read); raises ``DistributedError``."""
         from tinytitan.engine.device.distributed.shard import parallelism_for
 
-        with device_thread.claimed():
-            self.parallel = parallelism_for(config, self.requested, self.group.size)
+        self.parallel = parallelism_for(config, self.requested, self.group.size)
         return self.parallel
 
     def load(self, path: Path, dtype: str) -> Any:

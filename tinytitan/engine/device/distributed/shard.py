@@ -23,13 +23,20 @@ log = logging.getLogger("tinytitan.distributed")
 
 def parallelism_for(config: dict[str, Any], requested: str, size: int) -> str:
     """The parallelism for this architecture: its mlx-lm class is built without weights (lazy arrays,
-    nothing evaluated) to see what it offers."""
+    nothing evaluated) to see what it offers.
+
+    ``serve`` asks on its main thread, before the engine and its device worker exist: the calling
+    thread is a device thread while the skeleton is built (``TINYTITAN_DEVICE_CHECK``) — its arrays
+    are never evaluated and are dropped here; a follower's main thread is its device thread anyway."""
     from mlx_lm.utils import _get_classes
+
+    from tinytitan.engine.device import thread as device_thread
 
     architecture = str(config.get("model_type", "?"))
     try:
         model_class, args_class = _get_classes(config)
-        skeleton = model_class(args_class.from_dict(config))
+        with device_thread.claimed():
+            skeleton = model_class(args_class.from_dict(config))
     except (ValueError, ImportError, KeyError, TypeError) as exc:
         raise DistributedError(f"mlx-lm cannot build the {architecture!r} architecture: {exc}") from exc
     parallel = choose_parallelism(requested, offered(skeleton), architecture)
