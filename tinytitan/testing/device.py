@@ -19,7 +19,7 @@ def on_device(fn: Callable[[], T], *, worker: Any = None) -> T:
     before it) when given, else on a new thread that claims itself and releases its MLX streams when
     done. Its result, or its own exception raised here unchanged."""
     if worker is not None:
-        return worker.run(fn).result()  # type: ignore[no-any-return]
+        return worker.run(fn).result()
     out: list[Any] = []
     error: list[BaseException] = []
 
@@ -37,4 +37,4 @@ def on_device(fn: Callable[[], T], *, worker: Any = None) -> T:
     thread.join()
     if error:
         raise error[0]
-    return out[0]  # type: ignore[no-any-return]
+    return out[0]

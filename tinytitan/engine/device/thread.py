@@ -19,9 +19,10 @@ a function; what it returns is checked when called; ``mx.custom_function`` is a 
 is, and the MLX calls in its body are checked), building an array from Python data with
 ``mx.array(...)`` (nanobind constructs it without a Python-level hook, so it cannot be wrapped),
 reading an array's ``shape`` / ``dtype`` / ``ndim`` / ``size`` / ``nbytes`` / ``len()``,
-``isinstance``, and the pure queries in ``ALLOWED`` (dtypes, shapes, which devices exist; joining a distributed group). Not
-caught: the buffer protocol (``np.asarray(a)``, ``memoryview(a)`` read an array without a Python
-call), and functions a module bound before the check went in.
+``isinstance``, and the pure queries in ``ALLOWED`` (dtypes, shapes, which devices exist) and
+joining a distributed group (``mx.distributed.init``, on ``serve``'s main thread). Not caught: the
+buffer protocol (``np.asarray(a)``, ``memoryview(a)`` read an array without a Python call), and
+functions a module bound before the check went in.
 """
 
 from __future__ import annotations
