@@ -295,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out_dir.exists() and any(args.out_dir.iterdir()):
         print(f"error: {args.out_dir} exists and is not empty", file=sys.stderr)
         return 2
-    build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
+    from tinytitan.engine.device import thread as device_thread
+
+    with device_thread.claimed():  # this program has no device worker: its thread is the device
+        build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
     print(args.out_dir)
     return 0
 
