@@ -49,6 +49,7 @@ def test_tokenizer_matches_tiktoken_and_qwen3_ids(tiny_dir: Path) -> None:
     assert ours.token_to_id("<think>") == 151667 and ours.token_to_id("</tool_call>") == 151658
 
 
+@pytest.mark.usefixtures("device")  # the test loads it itself, as the device worker would
 def test_mlx_lm_loads_it(tiny_dir: Path) -> None:
     from mlx_lm import load
 
