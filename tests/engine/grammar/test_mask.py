@@ -27,6 +27,7 @@ def test_the_json_call_family_can_force_calls(backend: MlxBackend) -> None:
     assert lark_marker(backend.lltokenizer, backend.tokenizer, "plain") == '"plain"'
 
 
+@pytest.mark.usefixtures("device")  # the test applies the mask itself, as the device worker does
 def test_mask_follows_the_grammar_and_pads_the_vocabulary(backend: MlxBackend) -> None:
     import mlx.core as mx
 
@@ -46,6 +47,7 @@ def test_mask_follows_the_grammar_and_pads_the_vocabulary(backend: MlxBackend) -
     assert set(ended.tolist()) <= set(eos) | {llt.eos_token} and ended.size > 0
 
 
+@pytest.mark.usefixtures("device")  # the test applies the mask itself, as the device worker does
 def test_the_processor_consumes_what_was_sampled(backend: MlxBackend) -> None:
     import mlx.core as mx
 
