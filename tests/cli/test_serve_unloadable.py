@@ -86,6 +86,7 @@ def test_a_catalog_model_whose_weights_went_missing_answers_503(
     assert "Traceback" not in out + err
 
 
+@pytest.mark.usefixtures("device")  # the test writes the wrong weights with MLX itself
 def test_weights_that_fail_to_load_stop_the_server_with_one_line(tiny_dir: Path, tmp_path: Path) -> None:
     """Files that pass the start-up check but are not this model's weights: the load fails after the
     server started; ``serve`` stops and exits 2 with the cause (never a server that answers 500)."""

@@ -26,6 +26,7 @@ def test_facts_match_what_the_backend_serves(tiny_dir: Path) -> None:
     assert not backend.loaded
 
 
+@pytest.mark.usefixtures("device")  # the reference count loads the model itself
 def test_parameters_are_counted_from_the_headers_as_mlx_counts_them(tiny_dir: Path) -> None:
     import mlx.core as mx  # noqa: F401 - the reference count needs the model
     from mlx.utils import tree_flatten
