@@ -195,7 +195,7 @@ def test_a_switch_unload_frees_the_weights_and_keeps_the_snapshots(fresh: Engine
     assert isinstance(params, list)  # (path, array) pairs: no destination dict was given
     weights = sum(v.nbytes for _k, v in params)
     del params  # the test must not hold the weights itself
-    held = mx.get_active_memory()
+    held = fresh.device.run(mx.get_active_memory).result(60)
     gc.disable()  # the weights must go by reference counting alone (no collection pass on a switch)
     try:
         # as a model switch does it: on the device thread, which closes the batch first

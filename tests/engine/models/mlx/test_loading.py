@@ -10,6 +10,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 from tinytitan.engine.build import build_catalog
+from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.models.mlx import MlxBackend, loading
 from tinytitan.engine.models.mlx.loading import compute_dtype
 from tinytitan.engine.request import ChatRequest, Message, Sampling
@@ -42,6 +43,7 @@ def test_auto_on_the_cpu_is_float32() -> None:
     assert compute_dtype("bfloat16") == "bfloat16"
 
 
+@pytest.mark.usefixtures("device")  # the test loads the model itself, as the device worker does
 def test_a_quantized_checkpoint_is_dequantized_to_float32(quantized_dir: Path) -> None:
     backend = MlxBackend(str(quantized_dir))
     backend.load()
@@ -67,6 +69,7 @@ def test_the_dtype_setting_overrides(quantized_dir: Path, dtype: str) -> None:
         assert quantized_layers(backend._model) == 0 and float_dtypes(backend._model) == {mx.bfloat16}
 
 
+@pytest.mark.usefixtures("device")  # this thread runs the model, as the device worker would
 def test_a_model_loaded_on_one_thread_runs_on_another() -> None:
     # MLX streams are thread-local and Gemma 4's RoPE keeps a lazily built ``_freqs`` outside its
     # parameters: the batch runner's thread could not evaluate it unless loading did
@@ -78,7 +81,12 @@ def test_a_model_loaded_on_one_thread_runs_on_another() -> None:
     from tinytitan.testing.families import family_dir
 
     loaded: list[nn.Module] = []
-    loader = threading.Thread(target=lambda: loaded.append(load_weights(family_dir("gemma-4"), "auto")[0]))
+
+    def load() -> None:
+        device_thread.claim()  # a device thread of its own: the model is loaded on one, run on another
+        loaded.append(load_weights(family_dir("gemma-4"), "auto")[0])
+
+    loader = threading.Thread(target=load)
     loader.start()
     loader.join()
     with mx.stream(generation_stream):  # as the batch runner does, on this (another) thread
