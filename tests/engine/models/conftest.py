@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.testing.device import on_device
 from tinytitan.testing.families import family_dir
 
 
@@ -21,8 +22,12 @@ def backends() -> Iterator[dict[str, MlxBackend]]:
         return made[name]
 
     yield _Lazy(get)
-    for backend in made.values():
-        backend.unload()
+
+    def unload_all() -> None:
+        for backend in made.values():
+            backend.unload()
+
+    on_device(unload_all)  # unloading frees MLX memory: a device thread's work
 
 
 class _Lazy(dict[str, MlxBackend]):
