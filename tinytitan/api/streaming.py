@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any, Protocol
 
+import msgspec
 from litestar import Request, Response
 from litestar.response import ServerSentEvent
 
@@ -53,8 +54,8 @@ class Encoder(Protocol):
         """The event sent while the next one is slow, or ``None`` for a comment line (``tinytitan.api.sse``)."""
         ...
 
-    def object(self, result: Completion) -> dict[str, Any]:
-        """The non-streaming answer."""
+    def object(self, result: Completion) -> msgspec.Struct:
+        """The non-streaming answer (the protocol's ``wire`` struct)."""
         ...
 
 

@@ -16,6 +16,7 @@ from tinytitan.engine.service import Engine
 from .encode import MessagesStream
 from .mapping import to_chat_request
 from .protocol import MessagesRequest
+from .wire import TokenCount
 
 __all__ = ["MessagesController"]
 
@@ -42,6 +43,6 @@ class MessagesController(Controller):
         return await answer(request, job, encoder, stream=chat.stream)
 
     @post("/count_tokens", status_code=200)
-    async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, int]:
+    async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> TokenCount:
         chat = await _chat_request(request, engine, count_only=True)
-        return {"input_tokens": await engine.count_tokens(chat)}
+        return TokenCount(await engine.count_tokens(chat))

@@ -18,6 +18,7 @@ from .mapping import MappedInput, map_input
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn
+from .wire import Deleted
 
 __all__ = ["ResponsesController"]
 
@@ -70,10 +71,10 @@ class ResponsesController(Controller):
         return responses_store.stored(response_id).response
 
     @delete("/{response_id:str}", status_code=200)
-    async def remove(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
+    async def remove(self, response_id: FromPath[str], responses_store: StoreDep) -> Deleted:
         responses_store.stored(response_id)
         responses_store.delete(response_id)
-        return {"id": response_id, "object": "response", "deleted": True}
+        return Deleted(response_id)
 
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from litestar.response import ServerSentEvent
 from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.api.streaming import answer, encode_stream
+from tinytitan.api.wire import Tagged
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Usage
 from tinytitan.engine.job import Job
@@ -32,6 +33,7 @@ from tinytitan.engine.service import Engine
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
 from .mapping import MappedInput, Resolver, map_input, to_chat_request
 from .protocol import ResponsesRequest
+from .wire import OutputItem
 
 __all__ = ["COMPACTION_TRIGGER", "Finished", "GenerationTurn", "Turn", "WholeTurn", "start_turn"]
 
@@ -72,7 +74,7 @@ class GenerationTurn:
         self.job.close()
 
 
-Output = tuple[list[dict[str, Any]], Usage]
+Output = tuple[list[OutputItem], Usage]
 
 
 @dataclass
@@ -85,9 +87,9 @@ class WholeTurn:
     work: Callable[[], Awaitable[Output]]
     streaming: bool
 
-    def _finish(self, output: Output) -> list[dict[str, Any]]:
+    def _finish(self, output: Output) -> list[Tagged]:
         events = self.encoder.builder.completed(*output)
-        self.encoder.on_done(self.encoder.builder.response)
+        self.encoder.done()
         return events
 
     async def stream(self) -> AsyncGenerator[SSE, None]:
