@@ -24,7 +24,7 @@ async def event_stream(items: Iterable[Event | BaseException]) -> AsyncGenerator
         yield item
 
 
-def frames(items: Iterable[Event | BaseException], encoder: Encoder) -> list[SSE]:
+def frames(items: Iterable[Event | BaseException], encoder: Encoder[Any]) -> list[SSE]:
     """Everything ``encoder``'s stream of ``items`` sends, ending included (``encode_stream``): its
     frames as made, each one's ``data`` a wire struct (or the string ``[DONE]``)."""
 
@@ -39,6 +39,6 @@ def as_sent(data: Any) -> Any:
     return data if isinstance(data, str) else msgspec.json.decode(encode(data))
 
 
-def encoded(items: Iterable[Event | BaseException], encoder: Encoder) -> list[SSE]:
+def encoded(items: Iterable[Event | BaseException], encoder: Encoder[Any]) -> list[SSE]:
     """``frames``, each one's ``data`` as a client reads it (``as_sent``)."""
     return [SSE(as_sent(frame.data), frame.event) for frame in frames(items, encoder)]

@@ -15,13 +15,13 @@ from tinytitan.engine.request import new_id
 from .wire import (
     ChatCompletion,
     ChatCompletionChunk,
+    ChatMessage,
     ChatUsage,
     Choice,
     ChunkChoice,
     CompletionTokensDetails,
     Delta,
     FunctionCall,
-    Message,
     PromptTokensDetails,
     ToolCallObject,
 )
@@ -50,7 +50,7 @@ def _call_object(call: ToolCall, index: int | UnsetType = UNSET) -> ToolCallObje
 
 
 def completion_object(result: Completion, model: str) -> ChatCompletion:
-    message = Message(content=result.text or (None if result.tool_calls else result.text))
+    message = ChatMessage(content=result.text or (None if result.tool_calls else result.text))
     if result.reasoning:
         message.reasoning_content = result.reasoning
     if result.tool_calls:

@@ -14,13 +14,13 @@ __all__ = [
     "STREAM_EVENTS",
     "ChatCompletion",
     "ChatCompletionChunk",
+    "ChatMessage",
     "ChatUsage",
     "Choice",
     "ChunkChoice",
     "CompletionTokensDetails",
     "Delta",
     "FunctionCall",
-    "Message",
     "PromptTokensDetails",
     "ToolCallObject",
 ]
@@ -56,7 +56,7 @@ class ToolCallObject(Answer, kw_only=True):
     function: FunctionCall
 
 
-class Message(Answer, kw_only=True):
+class ChatMessage(Answer, kw_only=True):
     role: Literal["assistant"] = "assistant"
     content: str | None  # null when the answer is only tool calls
     reasoning_content: str | UnsetType = UNSET
@@ -65,7 +65,7 @@ class Message(Answer, kw_only=True):
 
 class Choice(Answer, kw_only=True):
     index: int = 0
-    message: Message
+    message: ChatMessage
     logprobs: None = None
     finish_reason: str
 

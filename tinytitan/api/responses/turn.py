@@ -34,6 +34,7 @@ from .encode import OutputBuilder, ResponsesStream, compaction_item, response_sh
 from .mapping import MappedInput, Resolver, map_input, to_chat_request
 from .protocol import ResponsesRequest
 from .wire import OutputItem
+from .wire import Response as ResponseObject
 
 __all__ = ["COMPACTION_TRIGGER", "Finished", "GenerationTurn", "Turn", "WholeTurn", "start_turn"]
 
@@ -50,7 +51,7 @@ class Turn(Protocol):
 
     def keepalive(self) -> SSE: ...
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent: ...
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent: ...
 
     def close(self) -> None: ...
 
@@ -67,7 +68,7 @@ class GenerationTurn:
     def keepalive(self) -> SSE:
         return self.encoder.keepalive()
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent:
         return await answer(request, self.job, self.encoder, stream=self.streaming)
 
     def close(self) -> None:
@@ -109,7 +110,7 @@ class WholeTurn:
     def keepalive(self) -> SSE:
         return self.encoder.keepalive()
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent:
         if self.streaming:
             return sse_response(self.stream(), request, keepalive=self.keepalive)
         self._finish(await until_disconnect(request, self.work()))
