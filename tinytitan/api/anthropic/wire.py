@@ -35,6 +35,12 @@ __all__ = [
 ]
 
 
+class ToolUseBlock(Tagged, tag="tool_use"):
+    id: str
+    name: str
+    input: Any
+
+
 class TextBlock(Tagged, tag="text"):
     text: str = ""
 
@@ -42,12 +48,6 @@ class TextBlock(Tagged, tag="text"):
 class ThinkingBlock(Tagged, tag="thinking"):
     thinking: str = ""
     signature: str = ""
-
-
-class ToolUseBlock(Tagged, tag="tool_use"):
-    id: str
-    name: str
-    input: Any
 
 
 ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock

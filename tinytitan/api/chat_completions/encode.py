@@ -13,9 +13,9 @@ from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
 from .wire import (
+    AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
-    ChatMessage,
     ChatUsage,
     Choice,
     ChunkChoice,
@@ -50,7 +50,7 @@ def _call_object(call: ToolCall, index: int | UnsetType = UNSET) -> ToolCallObje
 
 
 def completion_object(result: Completion, model: str) -> ChatCompletion:
-    message = ChatMessage(content=result.text or (None if result.tool_calls else result.text))
+    message = AssistantMessage(content=result.text or (None if result.tool_calls else result.text))
     if result.reasoning:
         message.reasoning_content = result.reasoning
     if result.tool_calls:

@@ -12,9 +12,9 @@ from tinytitan.api.wire import UNSET, Answer, OpenAIError, UnsetType
 
 __all__ = [
     "STREAM_EVENTS",
+    "AssistantMessage",
     "ChatCompletion",
     "ChatCompletionChunk",
-    "ChatMessage",
     "ChatUsage",
     "Choice",
     "ChunkChoice",
@@ -56,25 +56,35 @@ class ToolCallObject(Answer, kw_only=True):
     function: FunctionCall
 
 
-class ChatMessage(Answer, kw_only=True):
+class AssistantMessage(Answer, kw_only=True):
     role: Literal["assistant"] = "assistant"
     content: str | None  # null when the answer is only tool calls
     reasoning_content: str | UnsetType = UNSET
     tool_calls: list[ToolCallObject] | UnsetType = UNSET
 
 
-class Choice(Answer, kw_only=True):
+class _Choice(Answer, kw_only=True):
     index: int = 0
-    message: ChatMessage
     logprobs: None = None
+    finish_reason: str | None = None
+
+
+class Choice(_Choice, kw_only=True):
+    message: AssistantMessage
     finish_reason: str
 
 
-class ChatCompletion(Answer, kw_only=True):
+class _Head(Answer, kw_only=True):
+    """What the completion and each chunk begin with."""
+
     id: str
-    object: Literal["chat.completion"] = "chat.completion"
+    object: str
     created: int
     model: str
+
+
+class ChatCompletion(_Head, kw_only=True):
+    object: Literal["chat.completion"] = "chat.completion"
     choices: list[Choice]
     usage: ChatUsage
 
@@ -88,20 +98,14 @@ class Delta(Answer):
     tool_calls: list[ToolCallObject] | UnsetType = UNSET
 
 
-class ChunkChoice(Answer, kw_only=True):
-    index: int = 0
+class ChunkChoice(_Choice, kw_only=True):
     delta: Delta
-    logprobs: None = None
-    finish_reason: str | None = None
 
 
-class ChatCompletionChunk(Answer, kw_only=True):
+class ChatCompletionChunk(_Head, kw_only=True):
     """A chunk: one choice with a delta, or (the usage chunk) no choice and the ``usage``."""
 
-    id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
     choices: list[ChunkChoice]
     usage: ChatUsage | UnsetType = UNSET
 

@@ -210,23 +210,23 @@ class _Lifecycle(_Event, kw_only=True):
 
 
 class ResponseCreated(_Lifecycle, tag="response.created"):
-    pass
+    """The first event: the response as it starts."""
 
 
 class ResponseInProgress(_Lifecycle, tag="response.in_progress"):
-    pass
+    """Sent after ``response.created``, and again as the keepalive while the next event is slow."""
 
 
 class ResponseCompleted(_Lifecycle, tag="response.completed"):
-    pass
+    """The last event of a response that finished."""
 
 
 class ResponseIncomplete(_Lifecycle, tag="response.incomplete"):
-    pass
+    """The last event of a response cut at ``max_output_tokens``."""
 
 
 class ResponseFailed(_Lifecycle, tag="response.failed"):
-    pass
+    """The last event of a response that failed: ``error`` says why."""
 
 
 class _ItemEvent(_Event, kw_only=True):
@@ -235,11 +235,11 @@ class _ItemEvent(_Event, kw_only=True):
 
 
 class OutputItemAdded(_ItemEvent, tag="response.output_item.added"):
-    pass
+    """An item opens (a function call whole, its arguments still empty)."""
 
 
 class OutputItemDone(_ItemEvent, tag="response.output_item.done"):
-    pass
+    """An item is finished, as it stands in the output."""
 
 
 class _InItem(_Event, kw_only=True):
@@ -253,49 +253,69 @@ class _InSummary(_InItem, kw_only=True):
     summary_index: int = 0
 
 
-class ReasoningSummaryPartAdded(_InSummary, tag="response.reasoning_summary_part.added", kw_only=True):
-    part: SummaryText
-
-
-class ReasoningSummaryPartDone(_InSummary, tag="response.reasoning_summary_part.done", kw_only=True):
-    part: SummaryText
-
-
-class ReasoningSummaryTextDelta(_InSummary, tag="response.reasoning_summary_text.delta", kw_only=True):
-    delta: str
-
-
-class ReasoningSummaryTextDone(_InSummary, tag="response.reasoning_summary_text.done", kw_only=True):
-    text: str
-
-
 class _InContent(_InItem, kw_only=True):
     content_index: int = 0
 
 
-class ContentPartAdded(_InContent, tag="response.content_part.added", kw_only=True):
+class _SummaryPart(_InSummary, kw_only=True):
+    part: SummaryText
+
+
+class _ContentPart(_InContent, kw_only=True):
     part: OutputText
 
 
-class ContentPartDone(_InContent, tag="response.content_part.done", kw_only=True):
-    part: OutputText
+class ReasoningSummaryPartAdded(_SummaryPart, tag="response.reasoning_summary_part.added"):
+    """A reasoning item's summary part opens."""
+
+
+class ReasoningSummaryTextDelta(_InSummary, tag="response.reasoning_summary_text.delta", kw_only=True):
+    """Text added to a reasoning item's summary."""
+
+    delta: str
+
+
+class ReasoningSummaryTextDone(_InSummary, tag="response.reasoning_summary_text.done", kw_only=True):
+    """The whole text of a reasoning item's summary."""
+
+    text: str
+
+
+class ReasoningSummaryPartDone(_SummaryPart, tag="response.reasoning_summary_part.done"):
+    """A reasoning item's summary part, finished."""
+
+
+class ContentPartAdded(_ContentPart, tag="response.content_part.added"):
+    """A message's text part opens."""
 
 
 class OutputTextDelta(_InContent, tag="response.output_text.delta", kw_only=True):
+    """Text added to a message (``logprobs`` always empty)."""
+
     delta: str
     logprobs: list[Any] = msgspec.field(default_factory=list)
 
 
 class OutputTextDone(_InContent, tag="response.output_text.done", kw_only=True):
+    """The whole text of a message."""
+
     text: str
     logprobs: list[Any] = msgspec.field(default_factory=list)
 
 
+class ContentPartDone(_ContentPart, tag="response.content_part.done"):
+    """A message's text part, finished."""
+
+
 class FunctionCallArgumentsDelta(_InItem, tag="response.function_call_arguments.delta", kw_only=True):
+    """A function call's arguments (all of them: a call comes whole)."""
+
     delta: str
 
 
 class FunctionCallArgumentsDone(_InItem, tag="response.function_call_arguments.done", kw_only=True):
+    """A function call, finished: its name and arguments."""
+
     name: str
     arguments: str
 
