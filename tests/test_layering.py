@@ -1,6 +1,7 @@
 """The layering design.md draws, read from the source (every import, lazy ones included):
 
 - the wire-type modules (``api/<protocol>/protocol.py``) are pure data: nothing of ours;
+- the answer-type modules (``api/<protocol>/wire.py``) are pure data too: only the shared ``api/wire.py``;
 - no protocol package imports another protocol's;
 - the engine knows no protocol: it imports neither ``tinytitan.api`` nor the HTTP or CLI stack.
 """
@@ -57,6 +58,14 @@ def test_wire_types_import_nothing_of_ours(protocol: str) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_answer_types_import_only_the_shared_wire_module(protocol: str) -> None:
+    ours = sorted(m for m in imports(ROOT / "api" / protocol / "wire.py") if within(m, "tinytitan"))
+    assert all(within(m, "tinytitan.api.wire") for m in ours), ours
+    shared = sorted(m for m in imports(ROOT / "api" / "wire.py") if within(m, "tinytitan"))
+    assert shared == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_protocol_package_imports_no_other_protocol(protocol: str) -> None:
     others = [f"tinytitan.api.{p}" for p in PROTOCOLS if p != protocol]
     for path in sorted((ROOT / "api" / protocol).rglob("*.py")):
@@ -101,8 +110,9 @@ def test_the_memory_decorator_knows_neither_the_engine_nor_the_job(module: str) 
 
 
 def test_each_protocol_package_has_the_same_modules() -> None:
-    """protocol (wire types), mapping (wire → ChatRequest), encode (events → wire), routes."""
+    """protocol (request types), wire (answer and event types), mapping (wire → ChatRequest), encode
+    (events → wire), routes."""
     for protocol in PROTOCOLS:
         names = {p.stem for p in (ROOT / "api" / protocol).glob("*.py")}
-        assert {"protocol", "mapping", "encode", "routes"} <= names, protocol
+        assert {"protocol", "wire", "mapping", "encode", "routes"} <= names, protocol
         assert "translate" not in names and "inputs" not in names, protocol

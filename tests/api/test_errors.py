@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 from litestar.exceptions import HTTPException, NotFoundException
 
-from tinytitan.api.errors import (
-    anthropic_error,
-    error_payload,
-    error_response,
-    exception_handler,
-    is_anthropic,
-    openai_error,
-    request_id_of,
-)
+from tinytitan.api import errors
+from tinytitan.api.errors import error_response, exception_handler, is_anthropic, request_id_of
 from tinytitan.engine.errors import (
     AuthenticationFailed,
     ContextLengthExceeded,
@@ -35,6 +28,24 @@ from tinytitan.engine.errors import (
     Unsupported,
     UnsupportedMediaType,
 )
+from tinytitan.testing.events import as_sent
+
+
+def openai_error(exc: TinyTitanError) -> tuple[int, Any]:
+    """The status and the envelope as sent (the function builds a struct)."""
+    status, body = errors.openai_error(exc)
+    return status, as_sent(body)
+
+
+def anthropic_error(exc: TinyTitanError, request_id: str) -> tuple[int, Any]:
+    status, body = errors.anthropic_error(exc, request_id)
+    return status, as_sent(body)
+
+
+def error_payload(exc: TinyTitanError, *, anthropic: bool, request_id: str) -> tuple[int, Any, dict[str, str]]:
+    status, body, headers = errors.error_payload(exc, anthropic=anthropic, request_id=request_id)
+    return status, as_sent(body), headers
+
 
 # (error, OpenAI status, type, code, Anthropic status, type)
 CLASSES: list[tuple[TinyTitanError, int, str, str, int, str]] = [
@@ -146,7 +157,7 @@ def test_error_response_is_the_envelope_as_json() -> None:
     response = error_response(QueueFull(), anthropic=True, request_id="req_9")
     assert (response.status_code, response.media_type) == (529, "application/json")
     assert response.headers["retry-after"] == "1"
-    assert response.content == {
+    assert as_sent(response.content) == {
         "type": "error",
         "error": {"type": "overloaded_error", "message": "Overloaded"},
         "request_id": "req_9",
@@ -199,19 +210,26 @@ def handled(exc: Exception, path: str = "/v1/chat/completions", headers: dict[st
 def test_the_handler_maps_framework_errors(exc: Exception, status: int, code: str) -> None:
     response = handled(exc)
     assert response.status_code == status
-    assert response.content["error"]["code"] == code
+    assert as_sent(response.content)["error"]["code"] == code
 
 
 def test_an_unexpected_exception_is_a_500_without_details(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.ERROR, logger="tinytitan.api"):
         response = handled(KeyError("secret internals"))
     assert response.status_code == 500
-    assert response.content["error"] == {"message": "internal error", "type": "server_error", "code": "internal_error"}
-    assert "secret internals" not in str(response.content)
+    assert as_sent(response.content)["error"] == {
+        "message": "internal error",
+        "type": "server_error",
+        "code": "internal_error",
+    }
+    assert "secret internals" not in str(as_sent(response.content))
     assert any(r.exc_info for r in caplog.records)  # the details go to the server log
 
 
 def test_the_handler_picks_the_envelope_by_path_and_header() -> None:
-    assert handled(NotFound("x"), path="/v1/messages").content["type"] == "error"
-    assert handled(NotFound("x"), path="/v1/models", headers={"anthropic-version": "1"}).content["request_id"] == "r"
-    assert "type" not in handled(NotFound("x"), path="/v1/models").content
+    assert as_sent(handled(NotFound("x"), path="/v1/messages").content)["type"] == "error"
+    assert (
+        as_sent(handled(NotFound("x"), path="/v1/models", headers={"anthropic-version": "1"}).content)["request_id"]
+        == "r"
+    )
+    assert "type" not in as_sent(handled(NotFound("x"), path="/v1/models").content)

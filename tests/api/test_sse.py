@@ -20,7 +20,7 @@ from tinytitan.api.sse import SSE, no_event, sse_response
 from tinytitan.testing import sse
 
 OPENAI_PING = b": ping\n\n"
-ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+ANTHROPIC_PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 
 
 class Stream:
@@ -99,13 +99,13 @@ def run(events: Callable[[Stream], AsyncIterator[SSE]], *, anthropic: bool = Fal
 
 def test_openai_frames_are_data_lines_and_done_goes_as_it_is() -> None:
     stream = run(lambda _s: listed(SSE({"a": "é"}), SSE("[DONE]")))
-    assert stream.chunks == ['data: {"a": "é"}\n\n'.encode(), b"data: [DONE]\n\n"]
+    assert stream.chunks == ['data: {"a":"é"}\n\n'.encode(), b"data: [DONE]\n\n"]
     assert stream.headers["content-type"].startswith("text/event-stream")
 
 
 def test_named_events_carry_their_name() -> None:
     stream = run(lambda _s: listed(SSE({"type": "message_stop"}, event="message_stop")), anthropic=True)
-    assert stream.body == b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+    assert stream.body == b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
     assert sse.events(stream.body.decode()) == [("message_stop", {"type": "message_stop"})]
 
 
@@ -146,7 +146,7 @@ def test_openai_keepalive_is_a_comment_line_only() -> None:
     stream = run(held_until_pinged(OPENAI_PING), interval=0.01)
     assert stream.chunks[0] == OPENAI_PING  # `: ping` and the blank line: no `data:` field at all
     assert set(stream.chunks[:-1]) == {OPENAI_PING}
-    assert sse.frames(stream.body.decode()) == [sse.Frame("late", '{"type": "late"}')]  # a client sees no event
+    assert sse.frames(stream.body.decode()) == [sse.Frame("late", '{"type":"late"}')]  # a client sees no event
 
 
 def test_anthropic_keepalive_is_a_ping_event() -> None:

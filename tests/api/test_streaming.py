@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import msgspec
 import pytest
 
 from tinytitan.api.anthropic.encode import MessagesStream
@@ -46,7 +47,7 @@ class Recording:
     def keepalive(self) -> None:
         return None
 
-    def object(self, result: Completion) -> dict[str, Any]:
+    def object(self, result: Completion) -> msgspec.Struct:
         raise AssertionError("not for streams")
 
 

@@ -11,6 +11,7 @@ from tinytitan.api.responses.encode import OutputBuilder, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.engine.events import Finished, TextDelta, ToolCall
 from tinytitan.engine.request import Sampling
+from tinytitan.testing.events import as_sent
 from tinytitan.testing.responses_events import check_stream
 
 
@@ -20,7 +21,7 @@ def stream() -> list[dict[str, Any]]:
     events = [*builder.start(), builder.keepalive()]
     for event in (TextDelta("a"), ToolCall("call_1", "read", "{}"), Finished("tool_calls")):
         events += builder.feed(event)
-    return events
+    return [as_sent(event) for event in events]  # each event as a client reads it
 
 
 def test_a_good_stream_passes() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
+from tinytitan.api.wire import UNSET, AnthropicError, AnthropicErrorBody, OpenAIError, OpenAIErrorBody
 from tinytitan.engine.errors import (
     GenerationFailed,
     InvalidRequest,
@@ -49,25 +50,22 @@ _ANTHROPIC_TYPES = {
 }
 
 
-def openai_error(exc: TinyTitanError) -> tuple[int, dict[str, Any]]:
+def openai_error(exc: TinyTitanError) -> tuple[int, OpenAIError]:
     """The OpenAI envelope ``{"error": {message, type, param?, code}}`` and its status."""
     status = exc.status
     kind = "server_error" if status >= 500 else _OPENAI_TYPES.get(status, "invalid_request_error")
-    body: dict[str, Any] = {"message": exc.message, "type": kind}
-    if exc.param is not None:
-        body["param"] = exc.param
-    body["code"] = exc.code
-    return status, {"error": body}
+    param = UNSET if exc.param is None else exc.param
+    return status, OpenAIError(OpenAIErrorBody(exc.message, kind, exc.code, param))
 
 
-def anthropic_error(exc: TinyTitanError, request_id: str) -> tuple[int, dict[str, Any]]:
+def anthropic_error(exc: TinyTitanError, request_id: str) -> tuple[int, AnthropicError]:
     """The Anthropic envelope ``{"type": "error", "error": {type, message}, "request_id"}``."""
     status = 529 if isinstance(exc, QueueFull) else exc.status
     kind = "api_error" if status >= 500 and status != 529 else _ANTHROPIC_TYPES.get(status, "invalid_request_error")
     message = "Overloaded" if isinstance(exc, QueueFull) else exc.message
     if exc.param is not None and not message.startswith(f"{exc.param}:"):
         message = f"{exc.param}: {message}"
-    return status, {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
+    return status, AnthropicError(AnthropicErrorBody(kind, message), request_id)
 
 
 def is_anthropic(path: str, headers: Any) -> bool:
@@ -83,7 +81,7 @@ def request_id_of(scope: Any) -> str:
 
 def error_payload(
     exc: TinyTitanError, *, anthropic: bool, request_id: str
-) -> tuple[int, dict[str, Any], dict[str, str]]:
+) -> tuple[int, OpenAIError | AnthropicError, dict[str, str]]:
     """Status, envelope and extra headers (``Retry-After`` on a full queue) for either protocol."""
     status, body = anthropic_error(exc, request_id) if anthropic else openai_error(exc)
     headers = {"retry-after": str(exc.retry_after)} if isinstance(exc, QueueFull) else {}

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Iterable
@@ -33,6 +32,7 @@ from litestar.types import (
 )
 
 from tinytitan.api.errors import error_payload, is_anthropic
+from tinytitan.api.wire import encode
 from tinytitan.engine.errors import (
     AuthenticationFailed,
     Forbidden,
@@ -143,7 +143,7 @@ def _check_upgrade(scope: WebSocketScope, headers: dict[str, str], config: Guard
 async def _deny_upgrade(exc: TinyTitanError, send: Send) -> None:
     """Refuse a WebSocket upgrade with an HTTP answer (uvicorn's WebSocket denial response)."""
     status, body, err_headers = error_payload(exc, anthropic=False, request_id=new_id("req_"))
-    raw = json.dumps(body).encode()
+    raw = encode(body)
     headers = [(b"content-type", b"application/json"), (b"openai-version", b"2020-10-01")]
     headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
     await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
@@ -180,7 +180,7 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
             cors = _check(scope, headers, config)
         except TinyTitanError as exc:
             status, body, err_headers = error_payload(exc, anthropic=anthropic, request_id=request_id)
-            raw = json.dumps(body, separators=(",", ":")).encode()  # as compact as every other error body
+            raw = encode(body)
             start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
             start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
             await send_with_headers(_start(status, start_headers))

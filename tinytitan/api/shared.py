@@ -17,32 +17,22 @@ from litestar.params import FromPath
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
+from tinytitan.api.wire import AnthropicModel, AnthropicModelList, OpenAIModel, OpenAIModelList
 from tinytitan.engine.service import Engine
 
 __all__ = ["ModelsController", "health", "health_head", "ready", "ready_head", "root", "stub_requests"]
 
 
-def _openai_model(model_id: str, window: int) -> dict[str, Any]:
-    """The OpenAI object plus the context facts (Codex's model metadata calls the window ``context_window``)."""
-    return {
-        "id": model_id,
-        "object": "model",
-        "owned_by": "tinytitan",
-        "context_window": window,
-        "max_output_tokens": window,
-    }
+def _openai_model(model_id: str, window: int) -> OpenAIModel:
+    return OpenAIModel(model_id, context_window=window, max_output_tokens=window)
 
 
-def _anthropic_model(model_id: str, window: int) -> dict[str, Any]:
-    """The Anthropic object with ``max_input_tokens`` / ``max_tokens``, the fields Claude Code reads."""
-    return {
-        "type": "model",
-        "id": model_id,
-        "display_name": model_id,
-        "created_at": "1970-01-01T00:00:00Z",
-        "max_input_tokens": window,
-        "max_tokens": window,
-    }
+def _anthropic_model(model_id: str, window: int) -> AnthropicModel:
+    return AnthropicModel(model_id, model_id, max_input_tokens=window, max_tokens=window)
+
+
+def _ends(ids: list[str]) -> tuple[str | None, str | None]:
+    return (ids[0], ids[-1]) if ids else (None, None)
 
 
 _HEALTH = b'{"status":"ok"}'
@@ -96,31 +86,27 @@ class ModelsController(Controller):
     path = "/v1/models"
 
     @get("/")
-    async def list_models(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, Any]:
+    async def list_models(
+        self, request: Request[Any, Any, Any], engine: EngineDep
+    ) -> OpenAIModelList | AnthropicModelList:
         """Every served id (never a ``-fast`` alias), each with its context window and output cap (a
         request's answer is capped by the window; its prompt's share comes off at run time).
         ``?details=true`` adds each model's facts under ``tinytitan`` (``tinytitan models --url``)."""
         ids = engine.model_ids()
+        listing: OpenAIModelList | AnthropicModelList
         if is_anthropic(request.url.path, request.headers):
-            data = [_anthropic_model(i, engine.context_window(i)) for i in ids]
-            listing: dict[str, Any] = {
-                "data": data,
-                "has_more": False,
-                "first_id": ids[0] if ids else None,
-                "last_id": ids[-1] if ids else None,
-            }
+            listing = AnthropicModelList([_anthropic_model(i, engine.context_window(i)) for i in ids], *_ends(ids))
         else:
-            data = [_openai_model(i, engine.context_window(i)) for i in ids]
-            listing = {"object": "list", "data": data}
+            listing = OpenAIModelList([_openai_model(i, engine.context_window(i)) for i in ids])
         if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
-            for obj in data:
-                obj["tinytitan"] = engine.models.details(obj["id"])
+            for obj in listing.data:
+                obj.tinytitan = engine.models.details(obj.id)
         return listing
 
     @get("/{model_id:path}")
     async def get_model(
         self, request: Request[Any, Any, Any], engine: EngineDep, model_id: FromPath[str]
-    ) -> dict[str, Any]:
+    ) -> OpenAIModel | AnthropicModel:
         """Any name the server would accept, echoed as asked; answered from facts, never loading a model."""
         name = model_id.lstrip("/")
         window = engine.info_for(name).context_window  # UnknownModel (404) naming what is served

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,8 @@ from litestar import Request
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.types import Receive, Scope, Send
 
+from tinytitan.api.wire import encode_text
+
 __all__ = ["KEEPALIVE_SECONDS", "SSE", "Keepalive", "keepalive_interval", "no_event", "sse_response", "with_keepalive"]
 
 KEEPALIVE_SECONDS = 5.0
@@ -31,14 +32,14 @@ KEEPALIVE_SECONDS = 5.0
 
 @dataclass(frozen=True, slots=True)
 class SSE:
-    """One event: ``data`` is JSON-encoded unless it is already a string (``[DONE]``)."""
+    """One event: ``data`` (a wire struct) is JSON-encoded unless it is already a string (``[DONE]``)."""
 
     data: Any
     event: str | None = None
 
     def text(self) -> str:
         """The data as sent: JSON, or the string as it is (an SSE ``data:`` field, a WebSocket text frame)."""
-        return self.data if isinstance(self.data, str) else json.dumps(self.data, ensure_ascii=False)
+        return self.data if isinstance(self.data, str) else encode_text(self.data)
 
     def message(self) -> ServerSentEventMessage:
         return ServerSentEventMessage(data=self.text(), event=self.event, sep=_LF)

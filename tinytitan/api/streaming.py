@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 from litestar import Request, Response
 from litestar.response import ServerSentEvent
 
@@ -25,13 +26,18 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished
 from tinytitan.engine.job import Completion, Job
 
-__all__ = ["Encoder", "answer", "encode_stream"]
+__all__ = ["AnswerT", "Encoder", "answer", "encode_stream"]
 
 log = logging.getLogger("tinytitan.api")
 
 
-class Encoder(Protocol):
-    """A protocol's encoding of one generation (a fresh one per request)."""
+AnswerT = TypeVar("AnswerT", bound=msgspec.Struct)
+_Answer_co = TypeVar("_Answer_co", bound=msgspec.Struct, covariant=True)
+
+
+class Encoder(Protocol[_Answer_co]):
+    """A protocol's encoding of one generation (a fresh one per request); its frames' data and its
+    answer are the protocol's ``wire`` structs."""
 
     def start(self) -> list[SSE]:
         """What the stream says before any event (sent at once, even while queued)."""
@@ -53,12 +59,12 @@ class Encoder(Protocol):
         """The event sent while the next one is slow, or ``None`` for a comment line (``tinytitan.api.sse``)."""
         ...
 
-    def object(self, result: Completion) -> dict[str, Any]:
-        """The non-streaming answer."""
+    def object(self, result: Completion) -> _Answer_co:
+        """The non-streaming answer (the protocol's ``wire`` struct)."""
         ...
 
 
-async def encode_stream(events: AsyncGenerator[Event, None], encoder: Encoder) -> AsyncGenerator[SSE, None]:
+async def encode_stream(events: AsyncGenerator[Event, None], encoder: Encoder[Any]) -> AsyncGenerator[SSE, None]:
     """The protocol's stream of ``events``; closing it (a client gone) closes ``events`` too."""
     for item in encoder.start():
         yield item
@@ -85,8 +91,8 @@ async def encode_stream(events: AsyncGenerator[Event, None], encoder: Encoder) -
 
 
 async def answer(
-    request: Request[Any, Any, Any], job: Job, encoder: Encoder, *, stream: bool
-) -> Response[Any] | ServerSentEvent:
+    request: Request[Any, Any, Any], job: Job, encoder: Encoder[AnswerT], *, stream: bool
+) -> Response[AnswerT] | ServerSentEvent:
     """Stream ``job`` as SSE, or collect it into the protocol's object; the job is always closed."""
     with job.closed_on_error():
         if stream:

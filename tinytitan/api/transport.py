@@ -15,13 +15,13 @@ Both ``tinytitan serve`` and ``tinytitan.testing.server`` take their uvicorn opt
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tinytitan.api.errors import error_payload, is_anthropic
+from tinytitan.api.wire import encode
 from tinytitan.engine.errors import HeadersTooLarge, RequestTimeout, TinyTitanError
 from tinytitan.engine.request import new_id
 from tinytitan.settings import Settings
@@ -40,7 +40,7 @@ def _refusal(exc: TinyTitanError, head: bytes) -> bytes:
     anthropic = is_anthropic(path, names)
     request_id = new_id("req_")
     status, body, _ = error_payload(exc, anthropic=anthropic, request_id=request_id)
-    raw = json.dumps(body).encode()
+    raw = encode(body)
     response = [
         b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error")),
         b"content-type: application/json",

@@ -84,6 +84,8 @@ def compact(
     """Compact a saved session into a handover note, offline, with the server's own compaction."""
     import asyncio
 
+    import msgspec
+
     from tinytitan.api.responses.encode import compaction_object
     from tinytitan.engine.build import build_engine
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
@@ -118,6 +120,8 @@ def compact(
     finally:
         engine.shutdown()
     if as_json:
-        typer.echo(json.dumps(compaction_object(result, instructions or found_instructions), indent=2))
+        typer.echo(
+            json.dumps(msgspec.to_builtins(compaction_object(result, instructions or found_instructions)), indent=2)
+        )
     else:
         typer.echo(result.note)

@@ -9,22 +9,28 @@ from typing import Any
 import msgspec
 import pytest
 
-from tinytitan.api.anthropic.encode import (
-    MessagesStream,
-    message_object,
-    stop_reason,
-    tool_use_id,
-    usage_object,
-)
+from tinytitan.api.anthropic import encode
+from tinytitan.api.anthropic.encode import MessagesStream, stop_reason, tool_use_id
 from tinytitan.api.anthropic.mapping import to_chat_request
 from tinytitan.api.anthropic.protocol import MessagesRequest
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
-from tinytitan.testing.events import encoded
+from tinytitan.testing.events import as_sent, encoded
 
 from .support import MODEL, body
+
+
+def usage_object(usage: Usage) -> Any:
+    """The usage object as sent (the encoder builds a struct)."""
+    return as_sent(encode.usage_object(usage))
+
+
+def message_object(result: Completion, model: str, *, message_id: str | None = None) -> Any:
+    """The message object as sent (the encoder builds a struct)."""
+    return as_sent(encode.message_object(result, model, message_id=message_id))
+
 
 BILLING = "x-anthropic-billing-header: cc_version=2.1.3.abc; cc_entrypoint=sdk-cli;"
 

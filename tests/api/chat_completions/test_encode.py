@@ -9,14 +9,26 @@ from typing import Any
 import msgspec
 import pytest
 
-from tinytitan.api.chat_completions.encode import ChatStream, completion_object, usage_object
+from tinytitan.api.chat_completions import encode
+from tinytitan.api.chat_completions.encode import ChatStream
 from tinytitan.api.chat_completions.mapping import to_chat_request
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, Source, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import ChatRequest, FormatRequest, ToolChoice
-from tinytitan.testing.events import encoded
+from tinytitan.testing.events import as_sent, encoded
+
+
+def usage_object(usage: Usage) -> Any:
+    """The usage object as sent (the encoder builds a struct)."""
+    return as_sent(encode.usage_object(usage))
+
+
+def completion_object(result: Completion, model: str) -> Any:
+    """The completion object as sent (the encoder builds a struct)."""
+    return as_sent(encode.completion_object(result, model))
+
 
 MODEL = "stub-model"
 USER = {"role": "user", "content": "hi"}
@@ -266,5 +278,5 @@ def test_a_capped_answer_finishes_with_length() -> None:
 
 
 def test_the_encoders_object_is_the_completion_object() -> None:
-    obj = ChatStream(MODEL, include_usage=False).object(completion(text="hi"))
+    obj = as_sent(ChatStream(MODEL, include_usage=False).object(completion(text="hi")))
     assert obj["choices"][0]["message"]["content"] == "hi" and obj["model"] == MODEL

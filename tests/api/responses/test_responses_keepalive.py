@@ -21,6 +21,7 @@ from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.request import Sampling
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
+from tinytitan.testing.events import as_sent
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server
@@ -87,7 +88,7 @@ def test_the_keepalive_numbers_itself_after_the_last_event() -> None:
     stream = ResponsesStream(OutputBuilder(shell), lambda _r: None)
     frames = [*stream.start(), stream.keepalive(), *stream.feed(TextDelta("hi")), stream.keepalive()]
     frames += stream.feed(Finished("stop"))
-    events = [f.data for f in frames]
+    events = [as_sent(f.data) for f in frames]
     assert [f.event for f in frames] == [e["type"] for e in events]
     assert check_stream(events)["output"][0]["content"][0]["text"] == "hi"
     assert events[2]["type"] == events[6]["type"] == "response.in_progress"

@@ -13,7 +13,7 @@ from tinytitan.engine.errors import GenerationFailed
 from tinytitan.engine.events import Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.request import Sampling
 from tinytitan.testing import sse
-from tinytitan.testing.events import encoded
+from tinytitan.testing.events import as_sent, encoded
 from tinytitan.testing.responses_events import check_stream
 
 from .support import MODEL
@@ -137,7 +137,7 @@ def test_echoed_function_tools_carry_every_required_field() -> None:
             {"type": "web_search"},
         ],
     )
-    tools = response_shell(wire, model=MODEL, sampling=Sampling(), store=False)["tools"]
+    tools = as_sent(response_shell(wire, model=MODEL, sampling=Sampling(), store=False))["tools"]
     assert tools[0] == {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None}
     assert wire.tools is not None and tools[1] == wire.tools[1]
     assert tools[2]["tools"] == [

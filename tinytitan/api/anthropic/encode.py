@@ -16,6 +16,28 @@ from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, 
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
+from .wire import (
+    BlockDelta,
+    ContentBlock,
+    ContentBlockDelta,
+    ContentBlockStart,
+    ContentBlockStop,
+    InputJsonDelta,
+    Message,
+    MessageDelta,
+    MessageStart,
+    MessageStop,
+    MessagesUsage,
+    Ping,
+    SignatureDelta,
+    StopDelta,
+    TextBlock,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolUseBlock,
+)
+from .wire import TextDelta as TextDeltaWire
+
 __all__ = [
     "MessagesStream",
     "message_object",
@@ -33,13 +55,12 @@ def tool_use_id(call: ToolCall) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 
-def usage_object(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": usage.cached_tokens,
-        "output_tokens": usage.completion_tokens,
-    }
+def usage_object(usage: Usage) -> MessagesUsage:
+    return MessagesUsage(
+        input_tokens=usage.prompt_tokens - usage.cached_tokens,
+        cache_read_input_tokens=usage.cached_tokens,
+        output_tokens=usage.completion_tokens,
+    )
 
 
 def stop_reason(finished: Finished, has_calls: bool) -> tuple[str, str | None]:
@@ -60,33 +81,26 @@ def _tool_input(call: ToolCall) -> Any:
         return {}
 
 
-def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> dict[str, Any]:
-    return {
-        "type": "tool_use",
-        "id": tool_use_id(call),
-        "name": call.name,
-        "input": _tool_input(call) if with_input else {},
-    }
+def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> ToolUseBlock:
+    return ToolUseBlock(tool_use_id(call), call.name, _tool_input(call) if with_input else {})
 
 
-def message_object(result: Completion, model: str, *, message_id: str | None = None) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def message_object(result: Completion, model: str, *, message_id: str | None = None) -> Message:
+    content: list[ContentBlock] = []
     if result.reasoning:
-        content.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
+        content.append(ThinkingBlock(result.reasoning))
     if result.text or not result.tool_calls:
-        content.append({"type": "text", "text": result.text})
+        content.append(TextBlock(result.text))
     content.extend(_tool_use_block(c) for c in result.tool_calls)
     reason, sequence = stop_reason(result.finished, bool(result.tool_calls))
-    return {
-        "id": message_id or new_id("msg_"),
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": reason,
-        "stop_sequence": sequence,
-        "usage": usage_object(result.finished.usage),
-    }
+    return Message(
+        id=message_id or new_id("msg_"),
+        model=model,
+        content=content,
+        stop_reason=reason,
+        stop_sequence=sequence,
+        usage=usage_object(result.finished.usage),
+    )
 
 
 # -- responses: the event stream ---------------------------------------------------------------------
@@ -97,46 +111,39 @@ class _Blocks:
 
     def __init__(self) -> None:
         self.index = -1
-        self.open: str | None = None
-        self.kinds: list[str] = []
+        self.open: type[ContentBlock] | None = None
+        self.kinds: list[type[ContentBlock]] = []
 
-    def start(self, block: dict[str, Any]) -> list[SSE]:
+    def start(self, block: ContentBlock) -> list[SSE]:
         out = self.stop()
         self.index += 1
-        self.open = block["type"]
-        self.kinds.append(block["type"])
-        out.append(
-            SSE(
-                {"type": "content_block_start", "index": self.index, "content_block": block},
-                event="content_block_start",
-            )
-        )
+        self.open = type(block)
+        self.kinds.append(type(block))
+        out.append(SSE(ContentBlockStart(self.index, block), event="content_block_start"))
         return out
 
-    def delta(self, delta: dict[str, Any]) -> SSE:
-        body = {"type": "content_block_delta", "index": self.index, "delta": delta}
-        return SSE(body, event="content_block_delta")
+    def delta(self, delta: BlockDelta) -> SSE:
+        return SSE(ContentBlockDelta(self.index, delta), event="content_block_delta")
 
     def stop(self) -> list[SSE]:
         if self.open is None:
             return []
-        out = [self.delta({"type": "signature_delta", "signature": ""})] if self.open == "thinking" else []
-        out.append(SSE({"type": "content_block_stop", "index": self.index}, event="content_block_stop"))
+        out = [self.delta(SignatureDelta(""))] if self.open is ThinkingBlock else []
+        out.append(SSE(ContentBlockStop(self.index), event="content_block_stop"))
         self.open = None
         return out
 
 
 def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
     if isinstance(event, ReasoningDelta) and event.text:
-        opening = {"type": "thinking", "thinking": "", "signature": ""}
-        out = [] if blocks.open == "thinking" else blocks.start(opening)
-        return [*out, blocks.delta({"type": "thinking_delta", "thinking": event.text})]
+        out = [] if blocks.open is ThinkingBlock else blocks.start(ThinkingBlock())
+        return [*out, blocks.delta(ThinkingDelta(event.text))]
     if isinstance(event, TextDelta) and event.text:
-        out = [] if blocks.open == "text" else blocks.start({"type": "text", "text": ""})
-        return [*out, blocks.delta({"type": "text_delta", "text": event.text})]
+        out = [] if blocks.open is TextBlock else blocks.start(TextBlock())
+        return [*out, blocks.delta(TextDeltaWire(event.text))]
     if isinstance(event, ToolCall):
         out = blocks.start(_tool_use_block(event, with_input=False))
-        out.append(blocks.delta({"type": "input_json_delta", "partial_json": event.arguments or "{}"}))
+        out.append(blocks.delta(InputJsonDelta(event.arguments or "{}")))
         return [*out, *blocks.stop()]
     return []
 
@@ -151,33 +158,28 @@ class MessagesStream:
         self.blocks = _Blocks()
 
     def start(self) -> list[SSE]:
-        start: dict[str, Any] = {
-            "id": self.message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": self.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": usage_object(Usage()),
-        }
-        return [SSE({"type": "message_start", "message": start}, event="message_start")]
+        start = Message(
+            id=self.message_id,
+            model=self.model,
+            content=[],
+            stop_reason=None,
+            stop_sequence=None,
+            usage=usage_object(Usage()),
+        )
+        return [SSE(MessageStart(start), event="message_start")]
 
     def feed(self, event: Event) -> list[SSE]:
         blocks = self.blocks
         out = _event_items(event, blocks)
         if not isinstance(event, Finished):
             return out
-        has_calls = "tool_use" in blocks.kinds
+        has_calls = ToolUseBlock in blocks.kinds
         out += blocks.stop()
-        if not has_calls and "text" not in blocks.kinds:  # the object always has a text block then
-            out += blocks.start({"type": "text", "text": ""}) + blocks.stop()
-        reason, sequence = stop_reason(event, has_calls)
-        delta = {"stop_reason": reason, "stop_sequence": sequence}
-        out.append(
-            SSE({"type": "message_delta", "delta": delta, "usage": usage_object(event.usage)}, event="message_delta")
-        )
-        out.append(SSE({"type": "message_stop"}, event="message_stop"))
+        if not has_calls and TextBlock not in blocks.kinds:  # the object always has a text block then
+            out += blocks.start(TextBlock()) + blocks.stop()
+        delta = StopDelta(*stop_reason(event, has_calls))
+        out.append(SSE(MessageDelta(delta, usage_object(event.usage)), event="message_delta"))
+        out.append(SSE(MessageStop(), event="message_stop"))
         return out
 
     def fail(self, exc: TinyTitanError) -> list[SSE]:
@@ -187,7 +189,7 @@ class MessagesStream:
         return []
 
     def keepalive(self) -> SSE:
-        return SSE({"type": "ping"}, event="ping")
+        return SSE(Ping(), event="ping")
 
-    def object(self, result: Completion) -> dict[str, Any]:
+    def object(self, result: Completion) -> Message:
         return message_object(result, self.model, message_id=self.message_id)

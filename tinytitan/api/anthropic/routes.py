@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, post
+from litestar import Controller, Request, Response, post
+from litestar.response import ServerSentEvent
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import request_id_of
@@ -16,6 +17,7 @@ from tinytitan.engine.service import Engine
 from .encode import MessagesStream
 from .mapping import to_chat_request
 from .protocol import MessagesRequest
+from .wire import Message, TokenCount
 
 __all__ = ["MessagesController"]
 
@@ -35,13 +37,13 @@ class MessagesController(Controller):
     path = "/v1/messages"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Any:
+    async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Response[Message] | ServerSentEvent:
         chat = await _chat_request(request, engine, count_only=False)
         job = await engine.prepare(chat)
         encoder = MessagesStream(job.request.model_id, request_id=chat.request_id)
         return await answer(request, job, encoder, stream=chat.stream)
 
     @post("/count_tokens", status_code=200)
-    async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> dict[str, int]:
+    async def count_tokens(self, request: Request[Any, Any, Any], engine: EngineDep) -> TokenCount:
         chat = await _chat_request(request, engine, count_only=True)
-        return {"input_tokens": await engine.count_tokens(chat)}
+        return TokenCount(await engine.count_tokens(chat))

@@ -3,26 +3,40 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from tinytitan.api.errors import openai_error
 from tinytitan.api.sse import SSE
+from tinytitan.api.wire import UNSET, UnsetType
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
+from .wire import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatUsage,
+    Choice,
+    ChunkChoice,
+    CompletionTokensDetails,
+    Delta,
+    FunctionCall,
+    PromptTokensDetails,
+    ToolCallObject,
+)
+
 __all__ = ["ChatStream", "completion_object", "finish_reason", "usage_object"]
 
 
-def usage_object(usage: Usage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
+def usage_object(usage: Usage) -> ChatUsage:
+    return ChatUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        prompt_tokens_details=PromptTokensDetails(usage.cached_tokens),
+        completion_tokens_details=CompletionTokensDetails(usage.reasoning_tokens),
+    )
 
 
 def finish_reason(finished: Finished, has_calls: bool) -> str:
@@ -31,35 +45,24 @@ def finish_reason(finished: Finished, has_calls: bool) -> str:
     return "length" if finished.reason == "length" else "stop"
 
 
-def _call_object(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {} if index is None else {"index": index}
-    obj.update({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
-    return obj
+def _call_object(call: ToolCall, index: int | UnsetType = UNSET) -> ToolCallObject:
+    return ToolCallObject(index=index, id=call.id, function=FunctionCall(call.name, call.arguments))
 
 
-def completion_object(result: Completion, model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": result.text}
+def completion_object(result: Completion, model: str) -> ChatCompletion:
+    message = AssistantMessage(content=result.text or (None if result.tool_calls else result.text))
     if result.reasoning:
-        message["reasoning_content"] = result.reasoning
+        message.reasoning_content = result.reasoning
     if result.tool_calls:
-        message["tool_calls"] = [_call_object(c) for c in result.tool_calls]
-        if not result.text:
-            message["content"] = None
-    return {
-        "id": new_id("chatcmpl-"),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": finish_reason(result.finished, bool(result.tool_calls)),
-            }
-        ],
-        "usage": usage_object(result.finished.usage),
-    }
+        message.tool_calls = [_call_object(c) for c in result.tool_calls]
+    reason = finish_reason(result.finished, bool(result.tool_calls))
+    return ChatCompletion(
+        id=new_id("chatcmpl-"),
+        created=int(time.time()),
+        model=model,
+        choices=[Choice(message=message, finish_reason=reason)],
+        usage=usage_object(result.finished.usage),
+    )
 
 
 class ChatStream:
@@ -73,28 +76,26 @@ class ChatStream:
         self.created = int(time.time())
         self.calls = 0
 
-    def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> SSE:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
-        return SSE(self._frame(choices=[choice]))
+    def _chunk(self, delta: Delta, reason: str | None = None) -> SSE:
+        return SSE(self._frame([ChunkChoice(delta=delta, finish_reason=reason)]))
 
-    def _frame(self, **fields: Any) -> dict[str, Any]:
-        head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
-        return {**head, **fields}
+    def _frame(self, choices: list[ChunkChoice], usage: ChatUsage | UnsetType = UNSET) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=self.id, created=self.created, model=self.model, choices=choices, usage=usage)
 
     def start(self) -> list[SSE]:
-        return [self._chunk({"role": "assistant", "content": ""})]
+        return [self._chunk(Delta(role="assistant", content=""))]
 
     def feed(self, event: Event) -> list[SSE]:
         if isinstance(event, TextDelta):
-            return [self._chunk({"content": event.text})]
+            return [self._chunk(Delta(content=event.text))]
         if isinstance(event, ReasoningDelta):
-            return [self._chunk({"reasoning_content": event.text})]
+            return [self._chunk(Delta(reasoning_content=event.text))]
         if isinstance(event, ToolCall):
             self.calls += 1
-            return [self._chunk({"tool_calls": [_call_object(event, self.calls - 1)]})]
-        out = [self._chunk({}, finish_reason(event, self.calls > 0))]
+            return [self._chunk(Delta(tool_calls=[_call_object(event, self.calls - 1)]))]
+        out = [self._chunk(Delta(), finish_reason(event, self.calls > 0))]
         if self.include_usage:
-            out.append(SSE(self._frame(choices=[], usage=usage_object(event.usage))))
+            out.append(SSE(self._frame([], usage_object(event.usage))))
         return out
 
     def fail(self, exc: TinyTitanError) -> list[SSE]:
@@ -106,5 +107,5 @@ class ChatStream:
     def keepalive(self) -> None:
         return None  # a comment line: Chat Completions has no event a client would ignore
 
-    def object(self, result: Completion) -> dict[str, Any]:
+    def object(self, result: Completion) -> ChatCompletion:
         return completion_object(result, self.model)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, post
+from litestar import Controller, Request, Response, post
+from litestar.response import ServerSentEvent
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.request_io import read_json
@@ -13,6 +14,7 @@ from tinytitan.api.streaming import answer
 from .encode import ChatStream
 from .mapping import to_chat_request
 from .protocol import ChatCompletionRequest
+from .wire import ChatCompletion
 
 __all__ = ["ChatCompletionsController"]
 
@@ -21,7 +23,9 @@ class ChatCompletionsController(Controller):
     path = "/v1/chat/completions"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Any:
+    async def create(
+        self, request: Request[Any, Any, Any], engine: EngineDep
+    ) -> Response[ChatCompletion] | ServerSentEvent:
         wire = await read_json(request, ChatCompletionRequest)
         chat = to_chat_request(wire, workspace=request.headers.get("x-tinytitan-workspace"))
         job = await engine.prepare(chat)

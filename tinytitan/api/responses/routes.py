@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Controller, Request, delete, get, post
 from litestar.params import FromPath, FromQuery
-from litestar.response import Response
+from litestar.response import Response, ServerSentEvent
 
 from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.request_io import read_json, until_disconnect
@@ -18,6 +18,8 @@ from .mapping import MappedInput, map_input
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn
+from .wire import Compaction, Deleted
+from .wire import Response as ResponseObject
 
 __all__ = ["ResponsesController"]
 
@@ -26,7 +28,9 @@ class ResponsesController(Controller):
     path = "/v1/responses"
 
     @post("/", status_code=200)
-    async def create(self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep) -> Any:
+    async def create(
+        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
+    ) -> Response[ResponseObject] | ServerSentEvent:
         store = responses_store
         wire = await read_json(request, ResponsesRequest)
         history: list[dict[str, Any]] = []
@@ -43,7 +47,9 @@ class ResponsesController(Controller):
         return await turn.respond(request)
 
     @post("/compact", status_code=200)
-    async def compact(self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep) -> Any:
+    async def compact(
+        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
+    ) -> Compaction:
         wire = await read_json(request, CompactRequest)
         if not wire.model:
             raise InvalidRequest("model is required", param="model", code="invalid_value")
@@ -63,17 +69,17 @@ class ResponsesController(Controller):
             workspace=request.headers.get("x-tinytitan-workspace"),
         )
         result = await until_disconnect(request, work)
-        return Response(compaction_object(result, wire.instructions))
+        return compaction_object(result, wire.instructions)
 
     @get("/{response_id:str}")
     async def retrieve(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
         return responses_store.stored(response_id).response
 
     @delete("/{response_id:str}", status_code=200)
-    async def remove(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
+    async def remove(self, response_id: FromPath[str], responses_store: StoreDep) -> Deleted:
         responses_store.stored(response_id)
         responses_store.delete(response_id)
-        return {"id": response_id, "object": "response", "deleted": True}
+        return Deleted(response_id)
 
     @post("/{response_id:str}/cancel", status_code=200)
     async def cancel(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:

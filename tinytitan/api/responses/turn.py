@@ -22,6 +22,7 @@ from litestar.response import ServerSentEvent
 from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.api.streaming import answer, encode_stream
+from tinytitan.api.wire import Tagged
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Usage
 from tinytitan.engine.job import Job
@@ -32,6 +33,8 @@ from tinytitan.engine.service import Engine
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
 from .mapping import MappedInput, Resolver, map_input, to_chat_request
 from .protocol import ResponsesRequest
+from .wire import OutputItem
+from .wire import Response as ResponseObject
 
 __all__ = ["COMPACTION_TRIGGER", "Finished", "GenerationTurn", "Turn", "WholeTurn", "start_turn"]
 
@@ -48,7 +51,7 @@ class Turn(Protocol):
 
     def keepalive(self) -> SSE: ...
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent: ...
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent: ...
 
     def close(self) -> None: ...
 
@@ -65,14 +68,14 @@ class GenerationTurn:
     def keepalive(self) -> SSE:
         return self.encoder.keepalive()
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent:
         return await answer(request, self.job, self.encoder, stream=self.streaming)
 
     def close(self) -> None:
         self.job.close()
 
 
-Output = tuple[list[dict[str, Any]], Usage]
+Output = tuple[list[OutputItem], Usage]
 
 
 @dataclass
@@ -85,9 +88,9 @@ class WholeTurn:
     work: Callable[[], Awaitable[Output]]
     streaming: bool
 
-    def _finish(self, output: Output) -> list[dict[str, Any]]:
+    def _finish(self, output: Output) -> list[Tagged]:
         events = self.encoder.builder.completed(*output)
-        self.encoder.on_done(self.encoder.builder.response)
+        self.encoder.done()
         return events
 
     async def stream(self) -> AsyncGenerator[SSE, None]:
@@ -107,7 +110,7 @@ class WholeTurn:
     def keepalive(self) -> SSE:
         return self.encoder.keepalive()
 
-    async def respond(self, request: Request[Any, Any, Any]) -> Response[Any] | ServerSentEvent:
+    async def respond(self, request: Request[Any, Any, Any]) -> Response[ResponseObject] | ServerSentEvent:
         if self.streaming:
             return sse_response(self.stream(), request, keepalive=self.keepalive)
         self._finish(await until_disconnect(request, self.work()))

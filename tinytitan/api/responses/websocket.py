@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any
 
@@ -39,12 +38,14 @@ from tinytitan.api.deps import EngineDep, StoreDep
 from tinytitan.api.errors import openai_error
 from tinytitan.api.request_io import decode_json
 from tinytitan.api.sse import keepalive_interval, with_keepalive
+from tinytitan.api.wire import encode_text
 from tinytitan.engine.errors import InvalidRequest, QueueFull, TinyTitanError
 from tinytitan.engine.service import Engine
 
 from .protocol import ResponsesRequest
 from .store import ResponseStore, StoredResponse
 from .turn import start_turn
+from .wire import SocketError
 
 __all__ = ["DEFAULT_MAX_AGE", "MAX_WAITING", "ResponsesSocket", "responses_socket", "socket_error"]
 
@@ -55,10 +56,10 @@ MAX_WAITING = 16  # response.create frames queued behind the one in flight
 _GONE = (WebSocketDisconnect, OSError)  # the client left (uvicorn's ClientDisconnected is an OSError)
 
 
-def socket_error(exc: TinyTitanError) -> dict[str, Any]:
+def socket_error(exc: TinyTitanError) -> SocketError:
     """An error event: the OpenAI envelope's ``error`` with the HTTP status it stands for."""
     status, body = openai_error(exc)
-    return {"type": "error", "status": status, "error": body["error"]}
+    return SocketError(status, body.error)
 
 
 class ResponsesSocket:
@@ -128,8 +129,8 @@ class ResponsesSocket:
                 self.current.cancel()  # a client gone frees its generation's slot at once
             self.inbox.put_nowait(None)
 
-    async def _send(self, event: dict[str, Any] | str) -> None:
-        text = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
+    async def _send(self, event: SocketError | str) -> None:
+        text = event if isinstance(event, str) else encode_text(event)
         async with self._sending:
             await self.socket.send_text(text)
 
