@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from tinytitan.engine.device import thread as device_thread
 from tinytitan.paths import cache_root
 
 __all__ = [
@@ -260,7 +261,8 @@ def cached_dir(path: Path, build: Callable[[Path], Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     try:
-        build(tmp)
+        with device_thread.claimed():  # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+            build(tmp)
         try:
             os.replace(tmp, path)
         except OSError:  # another process finished first
