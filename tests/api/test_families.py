@@ -18,6 +18,7 @@ import anthropic
 import openai
 import pytest
 
+from tinytitan.testing.device import on_device
 from tinytitan.testing.families import FAMILIES, family_dir
 from tinytitan.testing.family_outputs import OUTPUTS, TOOLS, Expected
 from tinytitan.testing.scripted_mlx import ScriptedMlxBackend
@@ -40,7 +41,7 @@ def servers() -> Iterator[dict[str, LiveServer]]:
             current.close()
             self.clear()
             backend = ScriptedMlxBackend(str(family_dir(name)))
-            current.callback(backend.unload)
+            current.callback(on_device, backend.unload)
             self[name] = current.enter_context(live_server(backend))
             return self[name]
 
