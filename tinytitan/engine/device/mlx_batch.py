@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.device.sampling import make_processors, make_sampler
+from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.request import Sampling
 
@@ -49,6 +50,7 @@ class _Running:
     uid: int
     error: BaseException | None = None
     decoding: bool = False  # its prompt is done and it has sampled a token
+    draftable: bool = False  # may draft when it decodes alone (no grammar mask; see speculative.py)
 
 
 class MlxBatch(Batch):
@@ -67,6 +69,7 @@ class MlxBatch(Batch):
         prefill_alone: int = PREFILL_ALONE,
         device: str | None = None,
         counted: Callable[[int], None] = lambda _n: None,
+        drafts: bool = True,
     ) -> None:
         from mlx_lm.generate import BatchGenerator
 
@@ -86,6 +89,7 @@ class MlxBatch(Batch):
         # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
         self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._running: dict[int, _Running] = {}  # by uid
+        self.speculator = Speculator() if drafts else None  # prompt-lookup drafts (speculative.py)
         self._by_row: dict[int, _Running] = {}  # by row id
         with self._on_device():
             self.gen = BatchGenerator(
@@ -111,7 +115,7 @@ class MlxBatch(Batch):
             mask = self.mask_for(row)
             tokens = list(row.tokens)
             cache, reused = self.prompt_cache.fetch(tokens, self.identity)
-            running = _Running(row, -1)
+            running = _Running(row, -1, draftable=mask is None)
             processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
             if mask is not None:
                 processors.append(self._guard(running, mask))  # last: penalties cannot re-open a masked token
@@ -166,7 +170,9 @@ class MlxBatch(Batch):
         decoding = any(r.decoding for r in self._running.values())
         self.gen.prefill_step_size = self.prefill_step if decoding else self.prefill_alone
         with self._on_device(), self.gen.stats() as stats:
-            _prompts, responses = self.gen.next()
+            responses = self.speculator.step(self.gen, self._draftable) if self.speculator else None
+            if responses is None:
+                _prompts, responses = self.gen.next()
         self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
         self.peak_rows = max(self.peak_rows, len(responses))
         self.counted(len(responses))
@@ -194,6 +200,10 @@ class MlxBatch(Batch):
         if failed:
             self._drop(failed, keep=False)
         return outputs
+
+    def _draftable(self, uid: int) -> bool:
+        running = self._running.get(uid)
+        return running is not None and running.draftable and running.error is None
 
     def _remember(self, cache: list[Any] | None, tokens: list[int] | None) -> None:
         """Store a leaving row's KV state (it holds exactly ``tokens``) in the prompt cache."""
