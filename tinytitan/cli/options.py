@@ -23,6 +23,7 @@ import typer
 from tinytitan.settings import Settings
 
 __all__ = [
+    "Drafts",
     "Dtype",
     "MaxContext",
     "Memory",
@@ -104,6 +105,10 @@ MemoryDir = Annotated[
         "Where the memory journals live (default: tinytitan/memory in the user's data directory).",
         "DIR",
     ),
+]
+Drafts = Annotated[
+    bool,
+    option("--drafts/--no-drafts", "Speculative decoding with prompt-lookup drafts (a lone greedy request)."),
 ]
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"
 Temperature = Annotated[float | None, option("--temperature", f"Sampling temperature: {_SAMPLING}.", "T")]

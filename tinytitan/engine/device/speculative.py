@@ -72,7 +72,7 @@ class Speculator:
             logits = mx.concatenate(rows, axis=0)
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         choices = mx.argmax(logprobs, axis=-1)
-        picked = choices.tolist()
+        picked: list[int] = choices.tolist()  # type: ignore[assignment]
         a = 0
         while a < k and draft[a] == picked[a]:
             a += 1
