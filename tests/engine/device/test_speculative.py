@@ -90,14 +90,25 @@ def test_an_end_token_inside_a_drafted_step_ends_the_row_there(model: Any, devic
 
 
 def test_the_kv_cache_holds_exactly_the_emitted_tokens(model: Any, device: None) -> None:
-    """A row's KV state at its end (stored in the prompt cache) covers exactly prompt + output."""
-    batch = make_batch(model, drafts=True)
-    try:
-        tokens, _, _ = generate(batch, LOOPED, 25)
-        stored: list[Any] = []
-        batch._remember = lambda cache, toks: stored.append((cache[0].offset, list(toks)))  # type: ignore[method-assign]
-        generate(batch, LOOPED, 25)
-    finally:
-        batch.close()
-    assert stored and stored[0][1] == [*LOOPED, *tokens][: stored[0][0]]
-    assert stored[0][0] == len(LOOPED) + len(tokens) - 1 or stored[0][0] == len(LOOPED) + len(tokens)
+    """A row's KV state at its end (stored in the prompt cache) covers exactly prompt + output, and
+    its values are those of plain decoding (rejected drafts trimmed, not left behind)."""
+    import mlx.core as mx
+
+    kept: dict[bool, tuple[int, list[int], Any]] = {}
+    for drafts in (False, True):
+        batch = make_batch(model, drafts=drafts)
+        stored: list[tuple[int, list[int], Any]] = []
+
+        def remember(cache: Any, toks: Any, into: list[tuple[int, list[int], Any]] = stored) -> None:
+            into.append((int(cache[0].offset), list(toks), mx.array(cache[0].state[0])))
+
+        batch._remember = remember  # type: ignore[method-assign,assignment]
+        try:
+            tokens, _, _ = generate(batch, LOOPED, 25)
+        finally:
+            batch.close()
+        assert stored and stored[0][0] == len(LOOPED) + len(tokens) and stored[0][1] == [*LOOPED, *tokens]
+        kept[drafts] = stored[0]
+    plain, drafted = kept[False][2], kept[True][2]
+    n = kept[False][0]
+    assert mx.allclose(plain[..., -n:, :], drafted[..., -n:, :], atol=1e-4).item()
