@@ -10,6 +10,9 @@ accepted, plus the model's own choice after it (the new pending token); the KV c
 the rejected drafts are trimmed. The step emits ``y, d1..da`` — one response per token, each
 counted against the cap and checked for the end token in order, exactly like one-token steps — so
 greedy output is token-for-token that of plain decoding. No match: a plain step (no verify pass).
+The draft length adapts per row: it starts at ``START_K``, doubles (up to ``DRAFT_TOKENS``) while
+every draft is accepted and drops to one more than the accepted count otherwise, so text where
+drafts keep missing (free-form chat) pays for verifying about two tokens, not eight.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any
 from tinytitan.engine.device.drafts import PromptLookup
 from tinytitan.engine.device.sampling import Sampler
 
-__all__ = ["Speculator"]
+__all__ = ["START_K", "Speculator"]
+
+START_K = 4  # a row's first draft length (adaptive: a verify pass of many rejected drafts costs more)
 
 
 class Speculator:
@@ -30,6 +35,8 @@ class Speculator:
         self.drafts = drafts or PromptLookup()
         self.proposed = 0  # draft tokens verified (tests, benchmarks)
         self.accepted = 0  # … of which the model agreed with
+        self._uid = -1  # the row the adaptive draft length belongs to
+        self._k = START_K  # its next draft length: doubles while all are accepted, else accepted + 1
 
     def step(self, gen: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
         """One draft-and-verify step, or None when this step should be mlx-lm's own."""
@@ -46,9 +53,11 @@ class Speculator:
             return None
         import mlx.core as mx
 
+        if batch.uids[0] != self._uid:
+            self._uid, self._k = batch.uids[0], min(START_K, self.drafts.k)
         with mx.stream(gen._stream):
             y = int(batch._next_tokens.item())
-            draft = self.drafts.propose([*batch.tokens[0], y], min(room, self.drafts.k))
+            draft = self.drafts.propose([*batch.tokens[0], y], min(room, self._k))
             if not draft:
                 return None
             return self._verify(batch, y, draft)
@@ -78,6 +87,7 @@ class Speculator:
             a += 1
         self.proposed += k
         self.accepted += a
+        self._k = min(self.drafts.k, 2 * k) if a == k else a + 1
         emitted = [y, *draft[:a]]
         # the cache now holds y and all k drafts: keep y and the accepted ones
         _trim(batch.prompt_cache, k - a)
