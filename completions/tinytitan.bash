@@ -14,7 +14,7 @@ _tinytitan_commands() {
 _tinytitan_options() {
     case "$1" in
         "") echo "--version --help" ;;
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --help" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --drafts --no-drafts --help" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;

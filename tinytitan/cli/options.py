@@ -23,6 +23,7 @@ import typer
 from tinytitan.settings import Settings
 
 __all__ = [
+    "Drafts",
     "Dtype",
     "MaxContext",
     "Memory",
@@ -103,6 +104,13 @@ MemoryDir = Annotated[
         "--memory-dir",
         "Where the memory journals live (default: tinytitan/memory in the user's data directory).",
         "DIR",
+    ),
+]
+Drafts = Annotated[
+    bool,
+    option(
+        "--drafts/--no-drafts",
+        "Speculative decoding with prompt-lookup drafts for a lone greedy request (opt-in: not yet measured to help).",
     ),
 ]
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"

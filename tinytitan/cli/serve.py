@@ -16,6 +16,7 @@ import typer
 from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.loading_display import LoadingDisplay
 from tinytitan.cli.options import (
+    Drafts,
     Dtype,
     Memory,
     MemoryDir,
@@ -161,6 +162,7 @@ def serve(
     top_k: TopK = None,
     min_p: MinP = None,
     repetition_penalty: RepetitionPenalty = None,
+    drafts: Drafts = False,
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -171,6 +173,7 @@ def serve(
             cors_origins=list(cors_origin),
             queue_limit=queue_limit,
             max_concurrent=max_concurrent,
+            drafts=drafts,
             log_level=log_level.lower(),
             prompt_cache_entries=prompt_cache_entries,
             strip_cli_prompt=strip_cli_prompt,
@@ -240,7 +243,8 @@ def _engine_note(settings: Settings) -> str:
 
     blas = blas_state().describe()
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
-    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{disk}"
+    drafts = ", prompt-lookup drafts" if settings.drafts else ""
+    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{disk}"
 
 
 def _memory_note(settings: Settings, info: ModelInfo | None) -> str:

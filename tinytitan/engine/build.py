@@ -52,6 +52,7 @@ def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **
         prompt_cache_dir=settings.prompt_cache_dir,
         prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
         max_concurrent=settings.max_concurrent,
+        drafts=settings.drafts,
         **where,
     )
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
+from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.request import Sampling
 
@@ -55,6 +56,7 @@ class _Running:
     cached: int = 0  # prompt tokens the prompt cache gave it
     todo: int = 0  # prompt tokens past those (mlx-lm's prompt progress counts these)
     prefilled: int = 0  # … of which prefilled so far; == todo once it is in the generation batch
+    draftable: bool = False  # may draft when it decodes alone (no grammar mask; see speculative.py)
 
 
 class MlxBatch(Batch):
@@ -74,6 +76,7 @@ class MlxBatch(Batch):
         device: str | None = None,
         counted: Callable[[int], None] = lambda _n: None,
         interruptible: bool = True,
+        drafts: bool = False,
     ) -> None:
         from mlx_lm.generate import BatchGenerator
 
@@ -96,6 +99,7 @@ class MlxBatch(Batch):
         # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
         self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._running: dict[int, _Running] = {}  # by uid
+        self.speculator = Speculator() if drafts else None  # prompt-lookup drafts (speculative.py)
         self._by_row: dict[int, _Running] = {}  # by row id
         with self._on_device():
             self.gen = BatchGenerator(
@@ -121,7 +125,7 @@ class MlxBatch(Batch):
             mask = self.mask_for(row)
             tokens = list(row.tokens)
             cache, reused = self.prompt_cache.fetch(tokens, self.identity)
-            running = _Running(row, -1, cached=reused, todo=len(tokens) - reused)
+            running = _Running(row, -1, cached=reused, todo=len(tokens) - reused, draftable=mask is None)
             processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
             if mask is not None:
                 processors.append(self._guard(running, mask))  # last: penalties cannot re-open a masked token
@@ -179,7 +183,10 @@ class MlxBatch(Batch):
         armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else nullcontext()
         try:
             with self._on_device(), self.gen.stats() as stats, armed:
-                prompts, responses = self.gen.next()
+                responses = self.speculator.step(self.gen, self._draftable) if self.speculator else None
+                prompts = []
+                if responses is None:
+                    prompts, responses = self.gen.next()
         except Interrupted:
             assert lone is not None
             self.steps.append((0, 0, time.perf_counter() - began))  # nothing of the chunk is kept
@@ -242,6 +249,10 @@ class MlxBatch(Batch):
                 self._remember(*kept)
         kept_tokens = len(kept[1]) if kept else 0
         log.debug("row %d left its prefill mid-chunk (%d prompt tokens kept)", running.row.id, kept_tokens)
+
+    def _draftable(self, uid: int) -> bool:
+        running = self._running.get(uid)
+        return running is not None and running.draftable and running.error is None
 
     def _remember(self, cache: list[Any] | None, tokens: list[int] | None) -> None:
         """Store a leaving row's KV state (it holds exactly ``tokens``) in the prompt cache."""

