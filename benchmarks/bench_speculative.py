@@ -89,10 +89,52 @@ def measure(engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: i
     return rate, r["text"], batch.speculator
 
 
+def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> None:
+    """What a verify pass costs: one forward pass of w tokens after ``context`` tokens, ÷ one token's,
+    with the NumPy prompt attention (``cpu_attention``, which takes every multi-token call) and with
+    mlx's own; the two alternate, the KV cache trimmed back after each pass."""
+
+    def measure() -> list[str]:
+        import mlx.core as mx
+        from mlx_lm.models.cache import make_prompt_cache
+
+        from tinytitan.engine.models.mlx import cpu_attention
+
+        model = backend._model
+        cache = make_prompt_cache(model)
+        tokens = [(i * 7919) % 40000 + 100 for i in range(context + 16)]
+        for start in range(0, context, 512):
+            model(mx.array([tokens[start : min(start + 512, context)]]), cache=cache)
+            mx.eval([c.state for c in cache])
+        times: dict[tuple[int, bool], list[float]] = {}
+        ours = cpu_attention.installed()
+        for _ in range(rounds):
+            for width in (1, 2, 3, 5, 9):
+                for numpy_attention in (True, False) if ours else (False,):
+                    (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
+                    began = time.perf_counter()
+                    mx.eval(model(mx.array([tokens[context : context + width]]), cache=cache))
+                    times.setdefault((width, numpy_attention), []).append(time.perf_counter() - began)
+                    for layer in cache:
+                        layer.trim(width)
+        if ours:
+            cpu_attention.install()
+        one = statistics.median(times[(1, False)])
+        lines = [f"one token after {context}: {one * 1000:.1f} ms"]
+        for (width, numpy_attention), spent in sorted(times.items()):
+            which = "NumPy attention" if numpy_attention else "mlx attention"
+            lines.append(f"  {width} tokens, {which}: ×{statistics.median(spent) / one:.2f} of one token")
+        return lines
+
+    for line in engine.device.run(measure).result():
+        print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="measured on/off pairs per workload")
     parser.add_argument("--only", default="", help="comma-separated workloads (rewrite, patch, chat)")
+    parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
     args = parser.parse_args()
     path = embedded_gguf()
     if path is None:
@@ -103,6 +145,9 @@ def main() -> None:
     try:
         backend.load()
         run(generate(engine, "warm up", 2))
+        if args.passes:
+            passes(engine, backend, args.passes, args.rounds * 3)
+            return
         chosen = [w for w in args.only.split(",") if w] or list(workloads())
         for name in chosen:
             prompt, n = workloads()[name]
