@@ -107,10 +107,11 @@ class Speculator:
         if processors and a:
             batch._token_context[0].update_and_fetch(mx.array(draft[:a], dtype=mx.int32))
         batch._next_tokens = choices[a : a + 1]
+        chosen_by = [batch._next_logprobs[0], *(logprobs[i] for i in range(a))]  # the distribution each came from
         batch._next_logprobs = [logprobs[a]]
-        return self._respond(batch, emitted, logprobs)
+        return self._respond(batch, emitted, chosen_by)
 
-    def _respond(self, batch: Any, emitted: list[int], logprobs: Any) -> list[Any]:
+    def _respond(self, batch: Any, emitted: list[int], logprobs: list[Any]) -> list[Any]:
         """One response per emitted token, ending the row at its cap or end token like plain steps."""
         responses = []
         uid = batch.uids[0]
@@ -121,12 +122,10 @@ class Speculator:
             if batch._matchers[0].advance(token):
                 finish = "stop"
             if finish is None:
-                responses.append(batch.Response(uid, token, logprobs[max(0, i - 1)], None, None, None))
+                responses.append(batch.Response(uid, token, logprobs[i], None, None, None))
                 continue
             _trim(batch.prompt_cache, len(emitted) - 1 - i)  # the cache holds what was emitted, no more
-            responses.append(
-                batch.Response(uid, token, logprobs[max(0, i - 1)], finish, batch.extract_cache(0), batch.tokens[0])
-            )
+            responses.append(batch.Response(uid, token, logprobs[i], finish, batch.extract_cache(0), batch.tokens[0]))
             batch.filter([])
             break
         return responses
