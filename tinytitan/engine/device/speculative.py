@@ -92,7 +92,7 @@ class Speculator:
             logits = mx.concatenate(rows, axis=0)
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         choices, keys = _draw(sampler, logprobs)
-        picked: list[int] = choices.tolist()  # type: ignore[assignment]
+        picked: list[int] = choices.tolist()
         a = 0
         while a < k and draft[a] == picked[a]:
             a += 1
