@@ -5,8 +5,8 @@ Drives ``MlxBatch`` directly on the tiny real model, on this test's device threa
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
