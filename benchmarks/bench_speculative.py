@@ -1,9 +1,11 @@
 """Speculative decoding with prompt-lookup drafts on the embedded SmolLM2-135M-Instruct, printing ratios.
 
-    BLIS_NUM_THREADS=1 python benchmarks/bench_speculative.py [--rounds 3] [--only rewrite,patch,chat]
+    python benchmarks/bench_speculative.py [--rounds 3] [--only rewrite,patch,chat] [--sampling default]
+    python benchmarks/bench_speculative.py --passes 2000     # what a verify pass costs
 
-Greedy, drafts on vs off back to back in one process (the order alternates each round), through the
-Engine (Job: detokenize, parse, usage), the prompt cache warm for both. Decode tok/s = tokens after
+Greedy (``--sampling default``: the model's own sampling, seeded), drafts on vs off back to back in
+one process (the order alternates each round), through the Engine (Job: detokenize, parse, usage),
+the prompt cache warm for both. Decode tok/s = tokens after
 the first ÷ time from the first event to the end. Workloads:
 
 - rewrite: the model reproduces a source file of a few hundred lines with one change — target ≥ 2×;
@@ -28,6 +30,7 @@ ensure_openblas()  # before mlx is imported
 import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from typing import Any  # noqa: E402
 
 from bench_mlx import request  # noqa: E402
@@ -37,6 +40,7 @@ from tinytitan.engine.device.speculative import Speculator  # noqa: E402
 from tinytitan.engine.events import Finished, TextDelta  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.request import Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.testing.loop import run  # noqa: E402
 
@@ -62,8 +66,11 @@ def workloads() -> dict[str, tuple[str, int]]:
     }
 
 
-async def generate(engine: Engine, prompt: str, n: int) -> dict[str, Any]:
-    job = await engine.prepare(request(engine, [("user", prompt)], n))
+SAMPLING = {"greedy": Sampling(temperature=0.0), "default": Sampling(seed=7)}  # default: the model's own, seeded
+
+
+async def generate(engine: Engine, prompt: str, n: int, sampling: str = "greedy") -> dict[str, Any]:
+    job = await engine.prepare(replace(request(engine, [("user", prompt)], n), sampling=SAMPLING[sampling]))
     start = time.perf_counter()
     first: float | None = None
     text: list[str] = []
@@ -80,19 +87,64 @@ async def generate(engine: Engine, prompt: str, n: int) -> dict[str, Any]:
     return {"text": "".join(text), "tokens": usage.completion_tokens, "decode": (end - first), "ttft": first - start}
 
 
-def measure(engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int) -> tuple[float, str, Any]:
+def measure(
+    engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int, sampling: str
+) -> tuple[float, str, Any]:
     batch = backend.batch
     assert batch is not None
     batch.speculator = Speculator() if drafts else None
-    r = run(generate(engine, prompt, n))
+    r = run(generate(engine, prompt, n, sampling))
     rate = (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0
     return rate, r["text"], batch.speculator
+
+
+def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> None:
+    """What a verify pass costs: one forward pass of w tokens after ``context`` tokens, ÷ one token's,
+    with the NumPy prompt attention (``cpu_attention``, which takes every multi-token call) and with
+    mlx's own; the two alternate, the KV cache trimmed back after each pass."""
+
+    def measure() -> list[str]:
+        import mlx.core as mx
+        from mlx_lm.models.cache import make_prompt_cache
+
+        from tinytitan.engine.models.mlx import cpu_attention
+
+        model = backend._model
+        cache = make_prompt_cache(model)
+        tokens = [(i * 7919) % 40000 + 100 for i in range(context + 16)]
+        for start in range(0, context, 512):
+            model(mx.array([tokens[start : min(start + 512, context)]]), cache=cache)
+            mx.eval([c.state for c in cache])
+        times: dict[tuple[int, bool], list[float]] = {}
+        ours = cpu_attention.installed()
+        for _ in range(rounds):
+            for width in (1, 2, 3, 5, 9):
+                for numpy_attention in (True, False) if ours else (False,):
+                    (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
+                    began = time.perf_counter()
+                    mx.eval(model(mx.array([tokens[context : context + width]]), cache=cache))
+                    times.setdefault((width, numpy_attention), []).append(time.perf_counter() - began)
+                    for layer in cache:
+                        layer.trim(width)
+        if ours:
+            cpu_attention.install()
+        one = statistics.median(times[(1, False)])
+        lines = [f"one token after {context}: {one * 1000:.1f} ms"]
+        for (width, numpy_attention), spent in sorted(times.items()):
+            which = "NumPy attention" if numpy_attention else "mlx attention"
+            lines.append(f"  {width} tokens, {which}: ×{statistics.median(spent) / one:.2f} of one token")
+        return lines
+
+    for line in engine.device.run(measure).result():
+        print(line, flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="measured on/off pairs per workload")
     parser.add_argument("--only", default="", help="comma-separated workloads (rewrite, patch, chat)")
+    parser.add_argument("--sampling", choices=sorted(SAMPLING), default="greedy", help="default: the model's, seeded")
+    parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
     args = parser.parse_args()
     path = embedded_gguf()
     if path is None:
@@ -103,14 +155,17 @@ def main() -> None:
     try:
         backend.load()
         run(generate(engine, "warm up", 2))
+        if args.passes:
+            passes(engine, backend, args.passes, args.rounds * 3)
+            return
         chosen = [w for w in args.only.split(",") if w] or list(workloads())
         for name in chosen:
             prompt, n = workloads()[name]
-            measure(engine, backend, True, prompt, 4)  # the prompt's KV state cached for both sides
+            measure(engine, backend, True, prompt, 4, args.sampling)  # the prompt's KV state cached for both sides
             ratios, on_rates, off_rates = [], [], []
             for i in range(args.rounds):
                 order = (False, True) if i % 2 == 0 else (True, False)
-                results = {d: measure(engine, backend, d, prompt, n) for d in order}
+                results = {d: measure(engine, backend, d, prompt, n, args.sampling) for d in order}
                 (off, off_text, _), (on, on_text, spec) = results[False], results[True]
                 same = "identical" if on_text == off_text else "DIFFERENT"
                 accept = f", accepted {spec.accepted}/{spec.proposed} drafted" if spec else ""

@@ -26,6 +26,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from tinytitan import blis
 from tinytitan.cores import usable_cores
 
 __all__ = [
@@ -105,11 +106,15 @@ def _name(path: str) -> str:
 
 def preload_env(lib: str, env: dict[str, str]) -> dict[str, str]:
     """``env`` with ``lib`` preloaded (ahead of any ``LD_PRELOAD`` already there) and, for BLIS, one
-    thread per usable core unless ``BLIS_NUM_THREADS`` says otherwise (its default is one thread)."""
+    thread per usable core unless ``BLIS_NUM_THREADS`` says otherwise (its default is one thread),
+    and AVX2 kernels on a CPU it does not know (``tinytitan.blis``) unless ``BLIS_ARCH_TYPE`` is set."""
     preload = env.get("LD_PRELOAD", "")
     env = {**env, "LD_PRELOAD": f"{lib}:{preload}" if preload else lib}
     if _name(lib) == "BLIS":
         env.setdefault("BLIS_NUM_THREADS", str(usable_cores()))
+        kernels = blis.arch_for(lib) if blis.ARCH_ENV not in env and os.path.exists(lib) else None
+        if kernels is not None:
+            env[blis.ARCH_ENV], env[blis.KERNELS_ENV] = str(kernels[0]), kernels[1]
     return env
 
 
@@ -137,6 +142,8 @@ def ensure_openblas() -> None:
     """
     lib, _ = _plan()
     if lib is None:
+        if os.environ.get(REEXEC_ENV) and os.environ.get(blis.KERNELS_ENV) and (mapped := _mapped()):
+            blis.init(mapped)  # before anything queries it (threadpoolctl): see tinytitan.blis.init
         return
     env = preload_env(lib, dict(os.environ))
     env[REEXEC_ENV] = "1"
@@ -165,7 +172,8 @@ class BlasState:
         if self.library is None:
             return f"the bundled BLAS ({self.why_bundled})"
         threads = f", {self.threads} thread{'s' if self.threads > 1 else ''}" if self.threads else ""
-        return f"{self.library} preloaded{threads}"
+        kernels = os.environ.get(blis.KERNELS_ENV) if self.library == "BLIS" and self.loaded else None
+        return f"{self.library} preloaded{threads}" + (f", {kernels} kernels" if kernels else "")
 
 
 def blas_state() -> BlasState:

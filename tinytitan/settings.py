@@ -81,7 +81,7 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     queue_limit: int = 4
     max_concurrent: int = 4  # generations decoded together in one batch (README: why 4)
-    drafts: bool = False  # speculative decoding with prompt-lookup drafts, opt-in until measured (README: Drafts)
+    drafts: bool = True  # speculative decoding with prompt-lookup drafts for a lone request (README: Drafts)
     max_context: int | None = None
     reasoning: str | None = None
     stub: str | None = None

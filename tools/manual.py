@@ -29,6 +29,8 @@ EXTRA_ENVIRONMENT: dict[str, str] = {
     "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
     "the default), blis, openblas or off; any other value is refused (exit 2).",
     "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
+    "_TINYTITAN_BLIS_KERNELS": "Internal: the BLIS kernel set the re-exec chose (with BLIS_ARCH_TYPE) on a CPU "
+    "BLIS does not know, for the banner.",
     "TINYTITAN_DEVICE_CHECK": "1: debugging and tests: any MLX call off the engine's device thread raises "
     "a RuntimeError naming the function and the thread.",
     "TINYTITAN_CACHE_DIR": "Where TinyTitan caches what it builds (converted GGUF models, the test model); "

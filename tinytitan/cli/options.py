@@ -110,7 +110,7 @@ Drafts = Annotated[
     bool,
     option(
         "--drafts/--no-drafts",
-        "Speculative decoding with prompt-lookup drafts for a lone greedy request (opt-in: not yet measured to help).",
+        "Speculative decoding with prompt-lookup drafts while a request decodes alone (--no-drafts: off).",
     ),
 ]
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"

@@ -162,7 +162,7 @@ def serve(
     top_k: TopK = None,
     min_p: MinP = None,
     repetition_penalty: RepetitionPenalty = None,
-    drafts: Drafts = False,
+    drafts: Drafts = True,
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:

@@ -30,8 +30,23 @@ def test_nothing_when_nothing_matches_or_no_room() -> None:
     assert PromptLookup().propose([1, 2, 3, 4, 5]) == []
     assert PromptLookup().propose([]) == []
     assert PromptLookup().propose([1, 2, 1, 2], k=0) == []
-    assert PromptLookup(k=8).propose([1, 2, 3, 1, 2]) == [3, 1, 2]  # at most what follows
+
+
+def test_a_match_that_runs_into_the_suffix_continues_its_cycle() -> None:
+    assert PromptLookup(k=8).propose([1, 2, 3, 1, 2]) == [3, 1, 2, 3, 1, 2, 3, 1]
+    assert PromptLookup(k=3).propose([5, 9, 9, 9]) == [9, 9, 9]
 
 
 def test_a_match_at_the_very_end_proposes_nothing_from_itself() -> None:
-    assert PromptLookup(ngrams=(2,)).propose([7, 7, 7]) == [7]  # the earlier (7, 7) is followed by 7
+    assert PromptLookup(k=1, ngrams=(2,)).propose([7, 7, 7]) == [7]  # the earlier (7, 7) is followed by 7
+
+
+def test_a_lookup_that_follows_a_growing_row_equals_a_fresh_one() -> None:
+    import random
+
+    rng = random.Random(7)
+    tokens = [rng.randrange(6) for _ in range(400)]
+    follower = PromptLookup(k=5)
+    for end in range(1, len(tokens)):
+        assert follower.propose(tokens[:end]) == PromptLookup(k=5).propose(tokens[:end])
+    assert follower.propose([3, 1, 3, 1]) == [3, 1, 3, 1, 3]  # not a continuation: indexed afresh

@@ -5,6 +5,7 @@ Drives ``MlxBatch`` directly on the tiny real model, on this test's device threa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,8 +20,20 @@ from tinytitan.engine.request import Sampling
 LOOPED = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4 + [11, 12, 13]
 
 
+@pytest.fixture(scope="module", params=["mlx attention", "NumPy attention"])
+def attention(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Both attentions a CPU model may run (``cpu_attention`` takes multi-token calls once a model in
+    fp32 on the CPU was loaded, process-wide): each test runs under both, whatever ran before."""
+    from tinytitan.engine.models.mlx import cpu_attention
+
+    was = cpu_attention.installed()
+    (cpu_attention.install if request.param == "NumPy attention" else cpu_attention.uninstall)()
+    yield request.param
+    (cpu_attention.install if was else cpu_attention.uninstall)()
+
+
 @pytest.fixture(scope="module")
-def model(tiny_dir: Any) -> Any:
+def model(tiny_dir: Any, attention: str) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
     with device_thread.claimed():
@@ -38,7 +51,7 @@ def make_batch(model: Any, *, drafts: bool, eos: list[int] | None = None) -> Mlx
 
 def generate(batch: MlxBatch, prompt: list[int], n: int, **sampling: Any) -> tuple[list[int], str | None, int]:
     """The row's tokens, its finish reason and the largest count of outputs one step gave it."""
-    request = SimpleNamespace(sampling=Sampling(temperature=0.0, **sampling))
+    request = SimpleNamespace(sampling=Sampling(**{"temperature": 0.0, **sampling}))
     row = Row("m", request, Prompt("", len(prompt), prompt), n, lambda _o: None, None)  # type: ignore[arg-type]
     batch.add(row)
     tokens: list[int] = []
@@ -112,3 +125,61 @@ def test_the_kv_cache_holds_exactly_the_emitted_tokens(model: Any, device: None)
     plain, drafted = kept[False][2], kept[True][2]
     n = kept[False][0]
     assert mx.allclose(plain[..., -n:, :], drafted[..., -n:, :], atol=1e-4).item()
+
+
+SAMPLED = [
+    {"temperature": 0.3},
+    {"temperature": 0.3, "top_p": 0.9},
+    {"temperature": 0.3, "min_p": 0.05},
+    {"temperature": 1.5, "top_k": 5},
+    {"temperature": 0.3, "top_k": 20, "repetition_penalty": 1.1},
+]
+
+
+@pytest.mark.parametrize("sampling", SAMPLED, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_seeded_sampled_output_is_identical_with_drafts(model: Any, device: None, sampling: dict[str, Any]) -> None:
+    """A sampled row draws each drafted position with the key plain decoding would use there, so a
+    seed gives the same tokens with drafts or without — drafts accepted and rejected alike.
+
+    Up to float rounding: a verify pass computes k + 1 positions at once (NumPy's attention where
+    plain decoding uses mlx's: logits ~1e-6 apart), and a draw over the whole vocabulary of the
+    random test model, nearly flat once a penalty pushes its favourites down, can then land on the
+    next token over — so the penalty runs with top-k, as real defaults do. A wrong key or penalty
+    would part every seed's output at its first drafted step; 7 of 8 identical is the bar."""
+    proposed = accepted = 0
+    identical = []
+    for seed in range(1, 9):
+        (a, fa, _), (b, fb, _), batch = plain_and_drafted(model, LOOPED, 40, seed=seed, **sampling)
+        identical.append(b == a and fb == fa)
+        assert batch.speculator is not None
+        proposed += batch.speculator.proposed
+        accepted += batch.speculator.accepted
+    assert sum(identical) >= 7, identical
+    assert proposed > accepted > 0  # both of the rule's outcomes were exercised
+
+
+def test_a_draft_is_accepted_with_its_probability(device: None) -> None:
+    """The acceptance rule for a draft that is one token for sure, "accept while the draw equals
+    it": the draft is accepted with its token's probability and the token emitted there follows the
+    model's distribution; each position draws with a key of its own (statistically, 4σ)."""
+    import mlx.core as mx
+
+    from tinytitan.engine.device.sampling import Sampler
+    from tinytitan.engine.device.speculative import _draw
+
+    p = [0.5, 0.3, 0.15, 0.05]
+    sampler = Sampler(1.0, seed=11)
+    n = 4000
+    counts, same = [0, 0, 0, 0], 0
+    for _ in range(n):
+        picks, keys = _draw(sampler, mx.log(mx.array([p, p])))
+        first, second = (int(t) for t in picks.tolist())
+        counts[first] += 1
+        same += first == second
+        assert len(keys) == 2 and sampler.key is keys[-1]
+
+    def near(seen: int, expected: float) -> bool:
+        return abs(seen / n - expected) < 4 * (expected * (1 - expected) / n) ** 0.5
+
+    assert all(near(counts[token], share) for token, share in enumerate(p)), counts  # accepted: counts[draft]
+    assert near(same, sum(share * share for share in p)), same

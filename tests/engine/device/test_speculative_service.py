@@ -33,8 +33,7 @@ def complete(engine: Engine, **kw: Any) -> Completion:
         model=engine.info.id,
         messages=(Message("user", LOOPED),),
         reasoning=ReasoningControls(enable_thinking=False),
-        sampling=GREEDY,
-        **kw,
+        **{"sampling": GREEDY, **kw},
     )
     return run(engine.complete(request))
 
@@ -61,3 +60,15 @@ def test_a_stop_string_inside_a_multi_token_step(engines: tuple[Engine, Engine])
         assert b.text == a.text == full[: full.index(stop)]
         assert b.finished.reason == a.finished.reason == "stop" and b.finished.stop_sequence == stop
         assert b.finished.usage == a.finished.usage
+
+
+def test_seeded_sampled_text_is_the_same(engines: tuple[Engine, Engine]) -> None:
+    plain, drafted = engines
+    backend = drafted.backend
+    assert isinstance(backend, MlxBackend) and backend.batch is not None and backend.batch.speculator is not None
+    before = backend.batch.speculator.proposed
+    for seed in (1, 2, 3):
+        sampling = Sampling(temperature=0.3, top_p=0.9, seed=seed)
+        a, b = complete(plain, max_tokens=40, sampling=sampling), complete(drafted, max_tokens=40, sampling=sampling)
+        assert b.text == a.text and b.finished.usage == a.finished.usage
+    assert backend.batch.speculator.proposed > before
