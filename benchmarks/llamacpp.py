@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_speculative import workloads  # noqa: E402
-from peer import Stream, Target, stream_chat, tinytitan, warm_up  # noqa: E402
+from peer import Stream, Target, stopped_after, stream_chat, tinytitan, wait_healthy, warm_up  # noqa: E402
 
 from tinytitan.cores import usable_cores  # noqa: E402
 from tinytitan.testing.process import free_port  # noqa: E402
@@ -58,32 +58,11 @@ def llama_server(python: str, gguf: Path, drafts: bool) -> Iterator[Target]:
     if drafts:
         cmd += ["--draft_model", "prompt-lookup-decoding"]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    name = "llama.cpp" + (" +drafts" if drafts else "")
-    try:
+    with stopped_after(process):
         base = f"http://127.0.0.1:{port}"
-        wait_healthy_llama(base, process)
+        wait_healthy(base, process, path="/v1/models")  # no /health: the model list answers once loaded
         warm_up(base + "/v1", gguf.name)
-        yield Target(name, base + "/v1", gguf.name)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def wait_healthy_llama(base: str, process: subprocess.Popen[bytes]) -> None:
-    """llama-cpp-python has no /health: its model list answers once the model is loaded."""
-    import time
-
-    for _ in range(3000):
-        if process.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {process.returncode} (is llama-cpp-python installed?)")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(base + "/v1/models", timeout=2).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError("llama_cpp.server did not start in time")
+        yield Target("llama.cpp" + (" +drafts" if drafts else ""), base + "/v1", gguf.name)
 
 
 def prompts(rng: random.Random) -> dict[str, tuple[str, int]]:

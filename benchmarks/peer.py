@@ -206,16 +206,30 @@ async def run_streams(target: Target, sampling: dict[str, Any], k: int, max_toke
     return single, aggregate
 
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 600) -> None:
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 600, path: str = "/health") -> None:
+    """Until ``url + path`` answers 200 (``path``: a route that answers once the model is loaded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}")
         with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
+            if httpx.get(url + path, timeout=2).status_code == 200:
                 return
         time.sleep(0.2)
     raise RuntimeError("the server did not start in time")
+
+
+@contextlib.contextmanager
+def stopped_after(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Terminate ``process`` on leaving (killed if it has not gone within 30 s)."""
+    try:
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def warm_up(v1: str, model: str) -> None:
@@ -247,17 +261,11 @@ def mlx_lm_server(model_dir: Path, url: str | None) -> Iterator[Target]:
     cmd = [sys.executable, "-m", "mlx_lm.server", "--model", str(model_dir), "--port", str(port)]
     cmd += ["--log-level", "WARNING", "--max-tokens", "4096"]
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with stopped_after(process):
         base = f"http://127.0.0.1:{port}"
         wait_healthy(base, process)
         warm_up(base + "/v1", "default_model")
         yield Target("mlx_lm.server", base + "/v1", "default_model")
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def show_session(target: Target, wall: float, turns: list[Stream]) -> None:
