@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
 from typing import Any
 
+from tinytitan.api.listen import listen
 from tinytitan.api.server import Server
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -31,9 +31,7 @@ class BackgroundServer:
         self.engine = engine
         self.settings = settings or Settings(queue_limit=engine.queue.limit)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock = listen("127.0.0.1", 0)
         self.port: int = self._sock.getsockname()[1]
         self._server = Server(engine, self.settings, log_level=log_level)
         self._thread = threading.Thread(target=self._run, name="tinytitan-http", daemon=True)
