@@ -322,9 +322,8 @@ def run_server(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
-    if distributed is not None and settings.max_concurrent != 1:
-        # the group decodes in lockstep, one request at a time (lockstep batching is not built)
-        settings = dataclasses.replace(settings, max_concurrent=1)
+    if distributed is not None:  # the group decodes in lockstep, one request at a time, no drafts
+        settings = dataclasses.replace(settings, max_concurrent=1, drafts=False)
     if distributed is not None and settings.models_dirs:
         raise _fail("a distributed group serves one --model; --models-dir is for one machine")
     sock = _bind(settings) if distributed is None or distributed.rank == 0 else None

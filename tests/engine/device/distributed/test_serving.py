@@ -97,6 +97,7 @@ def test_banner_names_ranks_backend_and_parallelism(servers: tuple[str, Launched
     assert "rank 0 of 2 over ring, tensor parallel" in group.log
     assert "rank 1 of 2 over ring, tensor parallel" in group.log
     assert "up to 1 at once" in group.log  # the group decodes one request at a time
+    assert "drafts" not in group.log  # in lockstep, without drafts (one process says it has them)
 
 
 def test_prompt_cache_and_stop_strings_as_on_one_process(servers: tuple[str, Launched], tiny_dir: Path) -> None:
