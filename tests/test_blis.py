@@ -52,3 +52,32 @@ def test_the_choice_is_an_avx2_set_this_build_starts_with_or_blis_knows_the_cpu(
         assert name in blis._PREFERRED[vendor] and blis._forked(lambda: blis._start(LIB, str(arch))) == "ok"
     elif vendor in blis._PREFERRED and {"avx2", "fma"} <= flags:
         assert blis._forked(lambda: blis._choose(LIB, blis._PREFERRED[vendor])) == ""  # not "generic"
+
+
+def own_choice(lib: str) -> str:
+    """The id BLIS picks by itself on this CPU (always one its build has)."""
+
+    def query() -> str:
+        import ctypes
+
+        library = ctypes.CDLL(lib)
+        library.bli_init()
+        return str(library.bli_arch_query_id())
+
+    answer = blis._forked(query)
+    assert answer is not None
+    return answer
+
+
+@needs_blis
+def test_a_users_own_kernel_id_is_refused_only_when_blis_would_abort(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert LIB is not None
+    monkeypatch.delenv(blis.KERNELS_ENV, raising=False)
+    monkeypatch.delenv(blis.ARCH_ENV, raising=False)
+    assert blis.refusal(LIB) is None  # unset: BLIS chooses
+    monkeypatch.setenv(blis.ARCH_ENV, own_choice(LIB))
+    assert blis.refusal(LIB) is None
+    monkeypatch.setenv(blis.ARCH_ENV, "63")
+    why = blis.refusal(LIB)
+    assert why is not None and why.startswith("BLIS_ARCH_TYPE=63 names no kernel set") and "unset it" in why
+    assert blis.refusal("/usr/lib/openblas-pthread/libopenblas.so.0") is None  # not BLIS's variable

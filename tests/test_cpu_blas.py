@@ -12,6 +12,8 @@ import pytest
 from tinytitan import blis, cpu_blas
 from tinytitan.cores import usable_cores
 
+from .test_blis import own_choice
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -172,3 +174,39 @@ def test_an_unknown_blas_choice_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     for accepted in ("auto", "BLIS", " openblas ", "off", "0", ""):
         monkeypatch.setenv(cpu_blas.BLAS_ENV, accepted)
         cpu_blas.find_blas()  # no error
+
+
+@pytest.mark.skipif(cpu_blas.find_blis() is None, reason="libblis4-pthread is not installed")
+@pytest.mark.parametrize("arch", ["own", "63"])
+def test_a_users_blis_arch_type_is_kept_or_refused_in_one_line(arch: str) -> None:
+    """A kernel id of the user's own: kept (and BLIS started before threadpoolctl asks it anything,
+    or it aborts), or — one this BLIS lacks — refused before the re-exec, exit 2, instead of BLIS's abort."""
+    lib = str(cpu_blas.find_blis())
+    code = (
+        "import sys\n"
+        "from tinytitan.cli.common import fast_cpu\n"
+        "from tinytitan.cpu_blas import blas_state\n"
+        "import typer\n"
+        "try:\n"
+        "    fast_cpu(True, 'serve')\n"
+        "except typer.Exit as exc:\n"
+        "    sys.exit(exc.exit_code)\n"
+        "from tinytitan.cpu_blas import ensure_openblas\n"
+        "ensure_openblas()  # what the CLI entry point allows fast_cpu to do\n"
+        "import mlx.core as mx\n"
+        "print(blas_state().describe())\n"
+        "a = mx.ones((64, 64)); print(float((a @ a)[0, 0].item()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", cpu_blas.REEXEC_ENV, cpu_blas.OPT_OUT_ENV)}
+    chosen = "63" if arch == "63" else own_choice(lib)
+    env.pop("TINYTITAN_DEVICE_CHECK", None)  # the product below runs on the main thread
+    env.update({"PYTHONPATH": str(ROOT), cpu_blas.BLAS_ENV: "blis", blis.ARCH_ENV: chosen})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if arch == "63":
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [out.stderr.strip()]  # one line
+        assert out.stderr.startswith("tinytitan serve: BLIS_ARCH_TYPE=63 names no kernel set")
+    else:
+        assert out.returncode == 0, out.stderr
+        state, product = out.stdout.split("\n")[:2]
+        assert state.startswith("BLIS preloaded") and "kernels" not in state and product == "64.0"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-__all__ = ["ARCH_ENV", "KERNELS_ENV", "arch_for", "init"]
+__all__ = ["ARCH_ENV", "KERNELS_ENV", "arch_for", "init", "refusal"]
 
 ARCH_ENV = "BLIS_ARCH_TYPE"
 KERNELS_ENV = "_TINYTITAN_BLIS_KERNELS"  # the name of the kernel set chosen, for the banner
@@ -37,6 +37,17 @@ def arch_for(lib: str) -> tuple[int, str] | None:
     if len(chosen) != 2 or _forked(lambda: _start(lib, chosen[0])) != "ok":
         return None
     return int(chosen[0]), chosen[1]
+
+
+def refusal(lib: str) -> str | None:
+    """Why the user's own ``BLIS_ARCH_TYPE`` would abort the process at BLIS's first product (an id
+    this build has no kernels for), as one line; None when it is unset, ours, or works."""
+    arch = os.environ.get(ARCH_ENV)
+    if arch is None or os.environ.get(KERNELS_ENV) or "libblis" not in os.path.basename(lib):
+        return None
+    if _forked(lambda: _start(lib, arch)) == "ok":
+        return None
+    return f"{ARCH_ENV}={arch} names no kernel set {lib} has (BLIS would abort); unset it to let BLIS choose"
 
 
 def init(lib: str) -> None:

@@ -142,7 +142,8 @@ def ensure_openblas() -> None:
     """
     lib, _ = _plan()
     if lib is None:
-        if os.environ.get(REEXEC_ENV) and os.environ.get(blis.KERNELS_ENV) and (mapped := _mapped()):
+        mapped = _mapped() if os.environ.get(REEXEC_ENV) and os.environ.get(blis.ARCH_ENV) else None
+        if mapped is not None and "libblis" in mapped:  # BLIS_ARCH_TYPE, ours or the user's
             blis.init(mapped)  # before anything queries it (threadpoolctl): see tinytitan.blis.init
         return
     env = preload_env(lib, dict(os.environ))

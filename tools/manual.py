@@ -84,7 +84,8 @@ EXIT_STATUS: list[tuple[str, str]] = [
     (
         "2",
         "A usage or setup error, in one line on stderr: a bad flag or variable (a --port outside 1-65535, an "
-        "unknown TINYTITAN_BLAS), a port in use, a model that cannot be loaded (missing or truncated weights, "
+        "unknown TINYTITAN_BLAS, a BLIS_ARCH_TYPE the preloaded BLIS has no kernels for), a port in use, "
+        "a model that cannot be loaded (missing or truncated weights, "
         "refused at start-up; or its first load failed), a server that is down (chat).",
     ),
     ("3", "serve: the web app failed to start after the port was bound (the log says why)."),

@@ -31,16 +31,20 @@ def fast_cpu(uses_model: bool, command: str) -> None:
     """Re-exec once with OpenBLAS preloaded (tinytitan.cpu_blas) when a real model will run.
 
     Call it first thing — before reading stdin or a file: the re-executed process starts over and a
-    stream already consumed would be empty for it. An unknown ``TINYTITAN_BLAS`` is refused (exit 2).
+    stream already consumed would be empty for it. An unknown ``TINYTITAN_BLAS``, or a
+    ``BLIS_ARCH_TYPE`` the preloaded BLIS would abort on, is refused (exit 2).
     """
     if not uses_model:
         return
+    from tinytitan import blis
     from tinytitan.cpu_blas import BlasChoiceError, ensure_openblas, find_blas
 
     try:
-        find_blas()
+        lib = find_blas()
     except BlasChoiceError as exc:
         raise fail(command, str(exc)) from None
+    if lib is not None and (why := blis.refusal(lib)):
+        raise fail(command, why)
     if _reexec_allowed:
         ensure_openblas()
     from tinytitan.engine.device import thread as device_thread
