@@ -2,6 +2,8 @@
 
     python benchmarks/bench_speculative.py [--rounds 3] [--only rewrite,patch,chat] [--sampling default]
     python benchmarks/bench_speculative.py --passes 2000     # what a verify pass costs
+    python benchmarks/bench_speculative.py --draft-model DIR  # … with a draft model's drafts too
+    python benchmarks/bench_speculative.py --draft-layers 8   # … a draft of the model's first 8 layers
 
 Greedy (``--sampling default``: the model's own sampling, seeded), drafts on vs off back to back in
 one process (the order alternates each round), through the Engine (Job: detokenize, parse, usage),
@@ -12,7 +14,10 @@ the first ÷ time from the first event to the end. Workloads:
 - patch: a patch-style edit of a file (context lines copied) — target ≥ 2×;
 - chat: free-form writing, where drafts rarely match — target ≥ 0.97×.
 
-Outputs must be identical with and without drafts. Not part of the test run.
+Outputs must be identical with and without drafts. ``--draft-model`` (a smaller model of the same
+tokenizer) adds a draft model's drafts where the lookup has none; no smaller SmolLM2 is on this
+machine, so ``--draft-layers N`` makes one of the embedded model's own first N layers (an early-exit
+draft: the same weights, the last layers skipped). Not part of the test run.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any  # noqa: E402
 from bench_mlx import request  # noqa: E402
 
 from tinytitan.cpu_blas import blas_state  # noqa: E402
+from tinytitan.engine.device.draft_model import ModelDrafts  # noqa: E402
 from tinytitan.engine.device.speculative import Speculator  # noqa: E402
 from tinytitan.engine.events import Finished, TextDelta  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
@@ -88,11 +94,11 @@ async def generate(engine: Engine, prompt: str, n: int, sampling: str = "greedy"
 
 
 def measure(
-    engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int, sampling: str
+    engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int, sampling: str, draft: Any = None
 ) -> tuple[float, str, Any]:
     batch = backend.batch
     assert batch is not None
-    batch.speculator = Speculator() if drafts else None
+    batch.speculator = Speculator(ModelDrafts(draft) if draft is not None else None) if drafts else None
     r = run(generate(engine, prompt, n, sampling))
     rate = (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0
     return rate, r["text"], batch.speculator
@@ -139,12 +145,32 @@ def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> No
         print(line, flush=True)
 
 
+def load_draft(engine: Engine, backend: MlxBackend, model: str | None, layers: int) -> Any:
+    """``--draft-model``'s weights, or the served model's first ``layers`` layers; None for neither."""
+    from tinytitan.engine.models.mlx import loading
+    from tinytitan.engine.models.mlx.resolve import resolve_model
+
+    if not model and not layers:
+        return None
+    path = resolve_model(model).path if model else backend.source.path
+
+    def load() -> Any:
+        draft, _ = loading.load_weights(path, backend.dtype)
+        if layers:
+            draft.model.layers = draft.model.layers[:layers]
+        return draft
+
+    return engine.device.run(load).result()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="measured on/off pairs per workload")
     parser.add_argument("--only", default="", help="comma-separated workloads (rewrite, patch, chat)")
     parser.add_argument("--sampling", choices=sorted(SAMPLING), default="greedy", help="default: the model's, seeded")
     parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
+    parser.add_argument("--draft-model", help="a smaller model of the same tokenizer drafting too")
+    parser.add_argument("--draft-layers", type=int, default=0, metavar="N", help="a draft of the first N layers")
     args = parser.parse_args()
     path = embedded_gguf_or_exit()
     print(f"{blas_state().describe()}; model {path.name}", flush=True)
@@ -153,20 +179,21 @@ def main() -> None:
     try:
         backend.load()
         run(generate(engine, "warm up", 2))
+        draft = load_draft(engine, backend, args.draft_model, args.draft_layers)
         if args.passes:
             passes(engine, backend, args.passes, args.rounds * 3)
             return
         chosen = [w for w in args.only.split(",") if w] or list(workloads())
         for name in chosen:
             prompt, n = workloads()[name]
-            measure(engine, backend, True, prompt, 4, args.sampling)  # the prompt's KV state cached for both sides
+            measure(engine, backend, True, prompt, 4, args.sampling, draft)  # the prompt's KV state cached for both
             ratios, on_rates, off_rates = [], [], []
             for i in range(args.rounds):
                 order = (False, True) if i % 2 == 0 else (True, False)
-                results = {d: measure(engine, backend, d, prompt, n, args.sampling) for d in order}
+                results = {d: measure(engine, backend, d, prompt, n, args.sampling, draft) for d in order}
                 (off, off_text, _), (on, on_text, spec) = results[False], results[True]
                 same = "identical" if on_text == off_text else "DIFFERENT"
-                accept = f", accepted {spec.accepted}/{spec.proposed} drafted" if spec else ""
+                accept = f", accepted {spec.accepted}/{spec.proposed} drafted ({spec.from_model} by the model)"
                 rates = f"off {off:.1f} tok/s, on {on:.1f} tok/s, ×{on / off:.2f}"
                 print(f"  {name} round {i + 1}: {rates}, {same}{accept}", flush=True)
                 ratios.append(on / off)

@@ -82,6 +82,7 @@ class Settings:
     queue_limit: int = 4
     max_concurrent: int = 4  # generations decoded together in one batch (README: why 4)
     drafts: bool = True  # speculative decoding with prompt-lookup drafts for a lone request (README: Drafts)
+    draft_model: str | None = None  # … and a draft model's where the lookup has none
     max_context: int | None = None
     reasoning: str | None = None
     stub: str | None = None
@@ -124,6 +125,10 @@ class Settings:
             )
         if self.max_concurrent < 1:
             raise SettingsError("--max-concurrent must be at least 1")
+        if self.draft_model and not self.drafts:
+            raise SettingsError("--draft-model drafts for speculative decoding, which --no-drafts turns off: drop one")
+        if self.draft_model and (self.stub or self.models_dirs):
+            raise SettingsError("--draft-model drafts for one --model: leave it out with --stub or --models-dir")
         if self.queue_limit < 0:
             raise SettingsError("--queue-limit must be 0 or more")
         if self.keepalive_seconds <= 0:

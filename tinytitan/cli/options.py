@@ -23,6 +23,7 @@ import typer
 from tinytitan.settings import Settings
 
 __all__ = [
+    "DraftModel",
     "Drafts",
     "Dtype",
     "MaxContext",
@@ -111,6 +112,15 @@ Drafts = Annotated[
     option(
         "--drafts/--no-drafts",
         "Speculative decoding with prompt-lookup drafts while a request decodes alone (--no-drafts: off).",
+    ),
+]
+DraftModel = Annotated[
+    str | None,
+    option(
+        "--draft-model",
+        "A smaller model with the same tokenizer that drafts tokens where the lookup finds none "
+        "(a directory, .gguf file or hub id).",
+        "MODEL",
     ),
 ]
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"

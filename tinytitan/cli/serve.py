@@ -16,6 +16,7 @@ import typer
 from tinytitan.cli.common import fail, fast_cpu
 from tinytitan.cli.loading_display import LoadingDisplay
 from tinytitan.cli.options import (
+    DraftModel,
     Drafts,
     Dtype,
     Memory,
@@ -163,6 +164,7 @@ def serve(
     min_p: MinP = None,
     repetition_penalty: RepetitionPenalty = None,
     drafts: Drafts = True,
+    draft_model: DraftModel = None,
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -174,6 +176,7 @@ def serve(
             queue_limit=queue_limit,
             max_concurrent=max_concurrent,
             drafts=drafts,
+            draft_model=draft_model,
             log_level=log_level.lower(),
             prompt_cache_entries=prompt_cache_entries,
             strip_cli_prompt=strip_cli_prompt,
@@ -244,6 +247,8 @@ def _engine_note(settings: Settings) -> str:
     blas = blas_state().describe()
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
     drafts = ", prompt-lookup drafts" if settings.drafts else ""
+    if settings.drafts and settings.draft_model:
+        drafts += f" and {settings.draft_model}'s"
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{disk}"
 
 
@@ -322,10 +327,12 @@ def run_server(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
+    if distributed is not None and (settings.models_dirs or settings.draft_model):
+        raise _fail(
+            "a distributed group serves one --model, in lockstep; --models-dir and --draft-model are for one machine"
+        )
     if distributed is not None:  # the group decodes in lockstep, one request at a time, no drafts
         settings = dataclasses.replace(settings, max_concurrent=1, drafts=False)
-    if distributed is not None and settings.models_dirs:
-        raise _fail("a distributed group serves one --model; --models-dir is for one machine")
     sock = _bind(settings) if distributed is None or distributed.rank == 0 else None
     display = LoadingDisplay()
     backend = None

@@ -33,7 +33,8 @@ def build_backend(settings: Settings, distributed: Distributed | None = None) ->
     from tinytitan.engine.models.mlx.resolve import ModelUnavailable
 
     try:
-        return _mlx_backend(settings, settings.model, settings.model_id, distributed=distributed)
+        draft = {"draft_model": settings.draft_model} if settings.draft_model else {}
+        return _mlx_backend(settings, settings.model, settings.model_id, distributed=distributed, **draft)
     except ModelUnavailable as exc:
         raise SettingsError(exc.message) from None
 

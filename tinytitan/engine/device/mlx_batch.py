@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.device.batch import Batch, Output, Row
+from tinytitan.engine.device.draft_model import ModelDrafts
 from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
@@ -77,6 +78,7 @@ class MlxBatch(Batch):
         counted: Callable[[int], None] = lambda _n: None,
         interruptible: bool = True,
         drafts: bool = False,
+        draft_model: Any = None,
     ) -> None:
         from mlx_lm.generate import BatchGenerator
 
@@ -99,7 +101,8 @@ class MlxBatch(Batch):
         # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
         self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._running: dict[int, _Running] = {}  # by uid
-        self.speculator = Speculator() if drafts else None  # prompt-lookup drafts (speculative.py)
+        # prompt-lookup drafts, and the draft model's where given (speculative.py)
+        self.speculator = Speculator(ModelDrafts(draft_model) if draft_model is not None else None) if drafts else None
         self._by_row: dict[int, _Running] = {}  # by row id
         with self._on_device():
             self.gen = BatchGenerator(

@@ -1,11 +1,14 @@
-"""Speculative decoding with prompt-lookup drafts, on mlx-lm's ``GenerationBatch``.
+"""Speculative decoding with prompt-lookup drafts, and a draft model's, on mlx-lm's ``GenerationBatch``.
 
 Policy: a step drafts only when the batch holds one decoding row, nothing waits to prefill and the
 row has no grammar mask; every other step is mlx-lm's own one-token step. The pending token ``y``
 (chosen last step, still being computed) is not waited for unless the lookup over the text before
 it (``drafts.PromptLookup``) finds a match whose next token could be ``y``; only when it is does the
 step draft the tokens after it, ``d1..dk``, so free-form text, where matches rarely hold, keeps
-mlx-lm's overlap of one step's computing with the next one's setting up.
+mlx-lm's overlap of one step's computing with the next one's setting up. With a draft model
+(``draft_model.ModelDrafts``) a step the lookup cannot draft waits for ``y`` and lets the draft
+model guess ``d1..dk`` greedily after it — once that model holds the row's context (it takes the
+prompt in a chunk per step first).
 
 One forward pass feeds ``y`` and the drafts; the row's logits processors (penalties) run per
 position in order, each seeing exactly the tokens plain decoding would have shown it; the row's
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tinytitan.engine.device.draft_model import ModelDrafts
 from tinytitan.engine.device.drafts import DRAFT_TOKENS, PromptLookup
 from tinytitan.engine.device.sampling import Sampler
 
@@ -37,10 +41,13 @@ START_K = 4  # a row's first draft length (adaptive: a verify pass of many rejec
 class Speculator:
     """Runs draft-and-verify steps on a ``BatchGenerator`` whose lone row may draft."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: ModelDrafts | None = None) -> None:
         self.drafts = PromptLookup()  # the lone row's n-gram index (a new one for each row)
+        self.model = model  # the draft model's drafts where the lookup has none (``--draft-model``)
+        self.lookup = True  # False: the draft model's drafts alone (tests, benchmarks)
         self.proposed = 0  # draft tokens verified (tests, benchmarks)
         self.accepted = 0  # … of which the model agreed with
+        self.from_model = 0  # … of the proposed, how many the draft model made
         self._uid = -1  # the row the adaptive draft length belongs to
         self._k = START_K  # its next draft length: doubles while all are accepted, else accepted + 1
 
@@ -49,7 +56,8 @@ class Speculator:
         batch = gen._generation_batch
         if len(batch) != 1 or len(gen._prompt_batch) or gen._unprocessed_sequences:
             return None
-        if not draftable(batch.uids[0]):
+        uid = batch.uids[0]
+        if not draftable(uid):
             return None
         sampler = batch.samplers[0] if batch.samplers else None
         if not isinstance(sampler, Sampler):
@@ -57,21 +65,27 @@ class Speculator:
         room = batch.max_tokens[0] - batch._num_tokens[0] - 1  # tokens after y still allowed
         if room <= 0:
             return None
-        if batch.uids[0] != self._uid:
-            self._uid, self._k = batch.uids[0], min(START_K, DRAFT_TOKENS)
+        if uid != self._uid:
+            self._uid, self._k = uid, min(START_K, DRAFT_TOKENS)
             self.drafts = PromptLookup()
+        k = min(room, self._k)
+        tokens = batch.tokens[0]
         # what followed the latest match of the text before y: its first token guesses y, so a step
         # whose lookup finds nothing, or guessed y wrong, is mlx-lm's own without waiting for y
-        ahead = self.drafts.propose(batch.tokens[0], 1 + min(room, self._k))
-        if len(ahead) < 2:
+        ahead = self.drafts.propose(tokens, 1 + k) if self.lookup else []
+        if len(ahead) < 2 and (self.model is None or self.model.behind(uid, tokens)):
             return None
         import mlx.core as mx
 
         with mx.stream(gen._stream):
             y = int(batch._next_tokens.item())
-            if y != ahead[0]:
+            if len(ahead) >= 2 and y == ahead[0]:
+                return self._verify(batch, sampler, y, ahead[1:])
+            if self.model is None or self.model.behind(uid, tokens):
                 return None
-            return self._verify(batch, sampler, y, ahead[1:])
+            draft = self.model.propose(uid, tokens, y, k)
+            self.from_model += len(draft)
+            return self._verify(batch, sampler, y, draft)
 
     def _verify(self, batch: Any, sampler: Sampler, y: int, draft: list[int]) -> list[Any]:
         import mlx.core as mx

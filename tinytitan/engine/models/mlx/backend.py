@@ -63,6 +63,7 @@ class MlxBackend(Backend):
         prompt_cache_disk_mib: int = 8192,
         max_concurrent: int = 1,
         drafts: bool = True,
+        draft_model: str | None = None,
         device: str | None = None,
         distributed: Distributed | None = None,
     ) -> None:
@@ -98,6 +99,9 @@ class MlxBackend(Backend):
         self._lltokenizer: Any = None
         self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
+        # a smaller model of the same tokenizer drafting where the lookup has none (--draft-model)
+        self.draft_source = _draft_source(draft_model, self) if draft_model and drafts else None
+        self._draft: Any = None
 
     # -- facts ------------------------------------------------------------------------------------
     @property
@@ -205,6 +209,10 @@ class MlxBackend(Backend):
                 return
             self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
             log.info("loaded %s from %s", self._info.id, self.source.path)
+            if self.draft_source is not None:
+                path = self.draft_source.path
+                self._draft, _config = loading.load_weights(path, self.dtype, self.device, self.draft_source.model_id)
+                log.info("loaded the draft model %s from %s", self.draft_source.model_id, path)
 
     def follow(self) -> int:
         """Ranks > 0 of a distributed group: load this rank's shard and replay rank 0's steps."""
@@ -226,7 +234,7 @@ class MlxBackend(Backend):
             return False
         with self._load_lock:
             was = self._model is not None
-            self._model = None
+            self._model = self._draft = None
             batch, self.batch = self.batch, None
         if batch is not None:
             batch.close()  # it holds the model too
@@ -313,6 +321,7 @@ class MlxBackend(Backend):
             device=self.device,
             counted=self._count,
             drafts=self.drafts,
+            draft_model=self._draft,
         )
         return self.batch
 
@@ -363,3 +372,18 @@ class _Detokenizer(Decoder):
     def finish(self) -> str:
         self._detokenizer.finalize()
         return str(self._detokenizer.last_segment)
+
+
+def _draft_source(name: str, served: MlxBackend) -> ModelSource:
+    """The ``--draft-model``, refused unless its tokenizer is the served model's (the same ids)."""
+    try:
+        source = resolve_model(name)
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"--draft-model {name}: {exc.message.replace('--model ', '', 1)}") from None
+    mine = served.tokenizer.get_vocab()
+    if loading.load_tokenizer(source.path).get_vocab() != mine:
+        raise ModelUnavailable(
+            f"--draft-model {name}: its tokenizer is not {served.info.id}'s, so its tokens would mean other "
+            "text; give a model of the same family (same tokenizer), or leave --draft-model out"
+        )
+    return source
