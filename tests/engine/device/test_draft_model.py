@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tinytitan.engine.device.draft_model import CATCH_UP, ModelDrafts
+from tinytitan.engine.device.draft_model import CATCH_UP, ModelDrafts, Pace
 from tinytitan.engine.device.mlx_batch import MlxBatch
 from tinytitan.engine.request import Sampling
 from tinytitan.testing.batches import collect, row
@@ -36,8 +36,11 @@ def models(tiny_dir: Any) -> tuple[Any, Any, Any]:
     return model, same, other
 
 
-def decode(model: Any, prompts: list[list[int]], n: int, *, drafts: Any = False, lookup: bool = True, **kw: Any) -> Any:
-    """Each prompt's tokens (``drafts``: False, True for the lookup alone, or a draft model)."""
+def decode(
+    model: Any, prompts: list[list[int]], n: int | list[int], *, drafts: Any = False, lookup: bool = True, **kw: Any
+) -> Any:
+    """Each prompt's tokens, ``n`` (or ``n[i]``) of them (``drafts``: False, True for the lookup alone,
+    or a draft model)."""
     from tinytitan.engine.prompt_cache.memory import PromptCache
 
     draft_model = drafts if drafts not in (False, True) else None
@@ -47,7 +50,8 @@ def decode(model: Any, prompts: list[list[int]], n: int, *, drafts: Any = False,
         batch.speculator.lookup = False
     try:
         sampling = Sampling(**{"temperature": 0.0, **kw})
-        return collect(batch, [row(p, n, sampling) for p in prompts]), batch.speculator
+        caps = n if isinstance(n, list) else [n] * len(prompts)
+        return collect(batch, [row(p, cap, sampling) for p, cap in zip(prompts, caps, strict=True)]), batch.speculator
     finally:
         batch.close()
 
@@ -76,7 +80,7 @@ def test_the_lookup_first_then_the_draft_model(models: Any, device: None) -> Non
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_seeded_sampled_output_is_identical(models: Any, device: None, seed: int) -> None:
     model, same, other = models
-    sampling = {"temperature": 0.6, "top_p": 0.9, "seed": seed}
+    sampling: dict[str, Any] = {"temperature": 0.6, "top_p": 0.9, "seed": seed}
     (plain,), _ = decode(model, [PROMPT], 30, **sampling)
     for draft in (same, other):
         (drafted,), speculator = decode(model, [PROMPT], 30, drafts=draft, lookup=False, **sampling)
@@ -98,7 +102,7 @@ def test_a_long_prompt_is_taken_in_a_chunk_per_step(models: Any, device: None) -
     (plain,), _ = decode(model, [long], 24)
     (drafted,), speculator = decode(model, [long], 24, drafts=same, lookup=False)
     assert drafted == plain
-    assert 0 < speculator.from_model  # it caught up before the cap …
+    assert speculator.from_model > 0  # it caught up before the cap …
     assert speculator.from_model <= 24 - 3  # … after at least three plain steps (one chunk each)
 
 
@@ -106,8 +110,8 @@ def test_rows_at_once_and_one_after_another(models: Any, device: None) -> None:
     """Two rows share steps plainly; the one left alone drafts, the draft model following it."""
     model, same, _ = models
     short, longer = PROMPT[:20], PROMPT[20:]
-    plain, _ = decode(model, [short, longer], 30)
-    drafted, speculator = decode(model, [short, longer], 30, drafts=same, lookup=False)
+    plain, _ = decode(model, [short, longer], [10, 40])
+    drafted, speculator = decode(model, [short, longer], [10, 40], drafts=same, lookup=False)
     assert drafted == plain and speculator.from_model > 0
     for prompt in (short, longer):  # one after another: the draft's cache starts again for each row
         assert decode(model, [prompt], 30, drafts=same, lookup=False)[0] == decode(model, [prompt], 30)[0]
@@ -115,7 +119,7 @@ def test_rows_at_once_and_one_after_another(models: Any, device: None) -> None:
 
 def test_the_draft_cache_is_trimmed_to_the_row(models: Any, device: None) -> None:
     """Rejected drafts leave the draft model's cache: it holds a prefix of the row's tokens."""
-    model, _, other = models
+    other = models[2]
     drafts = ModelDrafts(other)
     tokens = PROMPT[:10]
     guess = drafts.propose(1, tokens, 400, 4)
@@ -126,3 +130,64 @@ def test_the_draft_cache_is_trimmed_to_the_row(models: Any, device: None) -> Non
     assert drafts._cache[0].offset == len(drafts._held)
     drafts.propose(2, [5, 6], 7, 1)  # another row: a fresh cache
     assert drafts._held == [5, 6, 7] and drafts._cache[0].offset == 3
+
+
+class Clock:
+    """A clock that advances by what the step about to be timed costs (set by the test)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.plain = 1.0  # seconds a plain step takes
+        self.model = 1.0  # … a step the draft model drafted
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def paced(model: Any, draft: Any, clock: Clock, n: int) -> tuple[list[int], Any, list[str | None]]:
+    """Decode with the draft model alone, the clock advanced per step by that step's kind's cost;
+    the tokens, the speculator and each step's kind."""
+    from tinytitan.engine.prompt_cache.memory import PromptCache
+
+    batch = MlxBatch(model, PromptCache(4), "m", [], 1, drafts=True, draft_model=draft)
+    speculator = batch.speculator
+    assert speculator is not None and speculator.model is not None
+    speculator.lookup = False
+    speculator.model.pace = Pace(clock)
+    step = speculator._step
+    kinds: list[str | None] = []
+
+    def timed(gen: Any, draftable: Any) -> Any:
+        responses, kind = step(gen, draftable)
+        kinds.append(kind)
+        clock.now += clock.model if kind == "model" else clock.plain
+        return responses, kind
+
+    speculator._step = timed  # type: ignore[method-assign]
+    try:
+        (tokens,) = collect(batch, [row(PROMPT, n, Sampling(temperature=0.0))])
+        return tokens, speculator, kinds
+    finally:
+        batch.close()
+
+
+def test_a_draft_model_that_costs_more_a_token_rests(models: Any, device: None) -> None:
+    model, _, other = models
+    (plain,), _ = decode(model, [PROMPT], 60)
+    clock = Clock()
+    clock.model = 5.0  # a guess rarely right (other weights) and dear: more a token than plain steps
+    tokens, speculator, kinds = paced(model, other, clock, 60)
+    assert tokens == plain
+    assert speculator.model.pace.rests >= 2  # rested, tried again, rested longer
+    assert kinds.count("model") <= 4 and kinds.count("plain") >= 45  # a few probes, not a draft every step
+
+
+def test_a_draft_model_that_pays_keeps_drafting(models: Any, device: None) -> None:
+    model, same, _ = models
+    (plain,), _ = decode(model, [PROMPT], 60)
+    clock = Clock()
+    clock.model = 1.5  # a little dearer a step than plain, but it emits several tokens a step
+    tokens, speculator, kinds = paced(model, same, clock, 60)
+    assert tokens == plain
+    assert speculator.model.pace.rests == 0 and kinds.count("plain") == 1  # measured once, then drafts
+    assert speculator.from_model >= 40

@@ -7,23 +7,81 @@ holds; each ``propose`` trims the cache back to where they stop agreeing with th
 drafts the served model rejected) and feeds what it lacks. A row's prompt is fed a chunk
 (``CATCH_UP`` tokens) per step while the row decodes plainly, so a long prompt costs no step more
 than one chunk of the small model and a client that leaves is still noticed within a step.
+
+Whether a draft model pays depends on the machine and the text: each draft token costs a step of the
+small model, and a step that drafts must wait for the pending token. ``Pace`` measures it as rows
+decode — seconds per emitted token of the steps the draft model drafted against plain steps (one is
+measured first), from one step's start to the next's — and rests the draft model while its steps
+cost more (for ``REST_MIN`` steps, then twice as many, … up to ``REST_MAX``, after each of which it
+drafts once more to measure again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["CATCH_UP", "ModelDrafts"]
+__all__ = ["CATCH_UP", "REST_MAX", "REST_MIN", "ModelDrafts", "Pace"]
 
 CATCH_UP = 512  # prompt tokens the draft model takes in per step until it holds the row's context
+REST_MIN, REST_MAX = 8, 256  # steps the draft model rests after costing more a token than plain ones
+_WEIGHT = 0.3  # of the latest step in a kind's running cost
+
+
+class Pace:
+    """Seconds per token of the lone row's plain steps and of its draft model's steps."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.cost: dict[str, float] = {}  # "plain" | "model" -> running seconds per emitted token
+        self.rests = 0  # times the draft model was rested (tests, benchmarks)
+        self._began: float | None = None
+        self._open: tuple[float, str, int] | None = None  # the last step: its start, kind, tokens
+        self._rest = 0  # steps left before the draft model drafts again
+        self._backoff = REST_MIN
+
+    def begin(self) -> None:
+        """A step starts: the previous one (its kind and tokens told by ``end``) ends now."""
+        now = self.clock()
+        if self._open is not None:
+            began, kind, tokens = self._open
+            if kind in ("plain", "model") and tokens:
+                cost = (now - began) / tokens
+                was = self.cost.get(kind)
+                self.cost[kind] = cost if was is None else (1 - _WEIGHT) * was + _WEIGHT * cost
+        self._began, self._open = now, None
+
+    def end(self, kind: str | None, tokens: int) -> None:
+        if self._began is not None and kind is not None:
+            self._open = (self._began, kind, tokens)
+
+    def pays(self) -> bool:
+        """Whether this step may use the draft model: not before a plain step was measured, nor
+        while it rests; else while it costs no more a token than a plain step (or is not measured)."""
+        if self._rest:
+            self._rest -= 1
+            return False
+        model, plain = self.cost.get("model"), self.cost.get("plain")
+        if plain is None:
+            return False
+        if model is None:
+            return True
+        if model <= plain:
+            self._backoff = REST_MIN
+            return True
+        self._rest, self._backoff = self._backoff, min(REST_MAX, 2 * self._backoff)
+        self.cost.pop("model")  # measured afresh when it drafts again
+        self.rests += 1
+        return False
 
 
 class ModelDrafts:
     """Greedy drafts of ``model`` for the lone decoding row."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, pace: Pace | None = None) -> None:
         self.model = model
+        self.pace = pace or Pace()
         self._uid = -1  # the row the cache follows
         self._cache: list[Any] = []
         self._held: list[int] = []  # the tokens the cache holds, in order
@@ -46,8 +104,9 @@ class ModelDrafts:
         logits = self._feed([*tokens[held:], y])
         out: list[int] = []
         while True:
-            token = mx.argmax(logits, axis=-1)
-            out.append(int(token.item()))
+            token = mx.argmax(logits, axis=-1).item()
+            assert isinstance(token, int)
+            out.append(token)
             if len(out) == k:
                 return out
             logits = self._feed(out[-1:])

@@ -53,18 +53,25 @@ class Speculator:
 
     def step(self, gen: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
         """One draft-and-verify step, or None when this step should be mlx-lm's own."""
+        if self.model is not None:
+            self.model.pace.begin()
+        responses, kind = self._step(gen, draftable)
+        if self.model is not None:
+            self.model.pace.end(kind, 1 if responses is None else len(responses))
+        return responses
+
+    def _step(self, gen: Any, draftable: Callable[[int], bool]) -> tuple[list[Any] | None, str | None]:
+        """The step's responses (None: mlx-lm's own step) and what it was for the lone row: "plain",
+        "lookup" or "model" drafts, "catch-up" (plain, and the draft model took in a chunk), or None
+        (no lone decoding row)."""
         batch = gen._generation_batch
         if len(batch) != 1 or len(gen._prompt_batch) or gen._unprocessed_sequences:
-            return None
+            return None, None
         uid = batch.uids[0]
-        if not draftable(uid):
-            return None
         sampler = batch.samplers[0] if batch.samplers else None
-        if not isinstance(sampler, Sampler):
-            return None
         room = batch.max_tokens[0] - batch._num_tokens[0] - 1  # tokens after y still allowed
-        if room <= 0:
-            return None
+        if not draftable(uid) or not isinstance(sampler, Sampler) or room <= 0:
+            return None, "plain"
         if uid != self._uid:
             self._uid, self._k = uid, min(START_K, DRAFT_TOKENS)
             self.drafts = PromptLookup()
@@ -73,19 +80,20 @@ class Speculator:
         # what followed the latest match of the text before y: its first token guesses y, so a step
         # whose lookup finds nothing, or guessed y wrong, is mlx-lm's own without waiting for y
         ahead = self.drafts.propose(tokens, 1 + k) if self.lookup else []
-        if len(ahead) < 2 and (self.model is None or self.model.behind(uid, tokens)):
-            return None
+        model = self.model if self.model is not None and self.model.pace.pays() else None
+        if len(ahead) < 2 and (model is None or model.behind(uid, tokens)):
+            return None, "plain" if model is None else "catch-up"
         import mlx.core as mx
 
         with mx.stream(gen._stream):
             y = int(batch._next_tokens.item())
             if len(ahead) >= 2 and y == ahead[0]:
-                return self._verify(batch, sampler, y, ahead[1:])
-            if self.model is None or self.model.behind(uid, tokens):
-                return None
-            draft = self.model.propose(uid, tokens, y, k)
+                return self._verify(batch, sampler, y, ahead[1:]), "lookup"
+            if model is None or model.behind(uid, tokens):
+                return None, "plain" if model is None else "catch-up"
+            draft = model.propose(uid, tokens, y, k)
             self.from_model += len(draft)
-            return self._verify(batch, sampler, y, draft)
+            return self._verify(batch, sampler, y, draft), "model"
 
     def _verify(self, batch: Any, sampler: Sampler, y: int, draft: list[int]) -> list[Any]:
         import mlx.core as mx
