@@ -107,7 +107,9 @@ def measure(
 def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> None:
     """What a verify pass costs: one forward pass of w tokens after ``context`` tokens, ÷ one token's,
     with the NumPy prompt attention (``cpu_attention``, which takes every multi-token call) and with
-    mlx's own; the two alternate, the KV cache trimmed back after each pass."""
+    mlx's own; the two alternate, the KV cache trimmed back after each pass. Then the same for a
+    batch of 2 and 4 rows (w tokens each ÷ one token each): what drafting beside other rows would
+    cost a step."""
 
     def measure() -> list[str]:
         import mlx.core as mx
@@ -116,29 +118,36 @@ def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> No
         from tinytitan.engine.models.mlx import cpu_attention
 
         model = backend._model
-        cache = make_prompt_cache(model)
         tokens = [(i * 7919) % 40000 + 100 for i in range(context + 16)]
-        for start in range(0, context, 512):
-            model(mx.array([tokens[start : min(start + 512, context)]]), cache=cache)
-            mx.eval([c.state for c in cache])
-        times: dict[tuple[int, bool], list[float]] = {}
+        caches = {}
+        for rows in (1, 2, 4):
+            caches[rows] = cache = make_prompt_cache(model)
+            for start in range(0, context, 512):
+                chunk = tokens[start : min(start + 512, context)]
+                model(mx.array([chunk] * rows), cache=cache)
+                mx.eval([c.state for c in cache])
+        times: dict[tuple[int, int, bool], list[float]] = {}
         ours = cpu_attention.installed()
         for _ in range(rounds):
-            for width in (1, 2, 3, 5, 9):
-                for numpy_attention in (True, False) if ours else (False,):
-                    (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
-                    began = time.perf_counter()
-                    mx.eval(model(mx.array([tokens[context : context + width]]), cache=cache))
-                    times.setdefault((width, numpy_attention), []).append(time.perf_counter() - began)
-                    for layer in cache:
-                        layer.trim(width)
+            for rows, cache in caches.items():
+                for width in (1, 2, 3, 5, 9):
+                    for numpy_attention in (True, False) if ours else (False,):
+                        (cpu_attention.install if numpy_attention else cpu_attention.uninstall)()
+                        began = time.perf_counter()
+                        mx.eval(model(mx.array([tokens[context : context + width]] * rows), cache=cache))
+                        times.setdefault((rows, width, numpy_attention), []).append(time.perf_counter() - began)
+                        for layer in cache:
+                            layer.trim(width)
         if ours:
             cpu_attention.install()
-        one = statistics.median(times[(1, False)])
-        lines = [f"one token after {context}: {one * 1000:.1f} ms"]
-        for (width, numpy_attention), spent in sorted(times.items()):
-            which = "NumPy attention" if numpy_attention else "mlx attention"
-            lines.append(f"  {width} tokens, {which}: ×{statistics.median(spent) / one:.2f} of one token")
+        lines = []
+        for rows in caches:
+            one = statistics.median(times[(rows, 1, False)])
+            lines.append(f"{rows} row(s), one token each after {context}: {one * 1000:.1f} ms")
+            for (r, width, numpy_attention), spent in sorted(times.items()):
+                if r == rows and width > 1:
+                    which = "NumPy attention" if numpy_attention else "mlx attention"
+                    lines.append(f"  {width} tokens each, {which}: ×{statistics.median(spent) / one:.2f} of one token")
         return lines
 
     for line in engine.device.run(measure).result():

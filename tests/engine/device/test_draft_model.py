@@ -1,8 +1,9 @@
 """Drafts from a draft model (``--draft-model``): output identical to plain decoding, greedy and
 seeded, whatever the draft model guesses; a long prompt is taken in a chunk per step.
 
-Drives ``MlxBatch`` directly on the tiny real model, on this test's device thread. The prompt
-lookup is switched off where a test is about the draft model alone.
+Drives ``MlxBatch`` directly on the tiny real model, on this test's device thread, on the CPU
+(``testing.device.EXACT``). The prompt lookup is switched off where a test is about the draft model
+alone.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import pytest
 
 from tinytitan.engine.device.draft_model import CATCH_UP, ModelDrafts, Pace
 from tinytitan.engine.device.mlx_batch import MlxBatch
+from tinytitan.engine.models.mlx.loading import device_context
 from tinytitan.engine.request import Sampling
 from tinytitan.testing.batches import collect, row
+from tinytitan.testing.device import EXACT
 
 PROMPT = list(range(300, 360))  # no n-gram repeats: the lookup has nothing to offer at first
 
@@ -24,7 +27,7 @@ def models(tiny_dir: Any) -> tuple[Any, Any, Any]:
     """The tiny model, a second copy of it (a draft that agrees) and a copy with other weights."""
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():
+    with device_thread.claimed(), device_context(EXACT):
         import mlx.core as mx
         from mlx.utils import tree_map
         from mlx_lm import load
@@ -44,7 +47,9 @@ def decode(
     from tinytitan.engine.prompt_cache.memory import PromptCache
 
     draft_model = drafts if drafts not in (False, True) else None
-    batch = MlxBatch(model, PromptCache(4), "m", [], 2, drafts=drafts is not False, draft_model=draft_model)
+    batch = MlxBatch(
+        model, PromptCache(4), "m", [], 2, drafts=drafts is not False, draft_model=draft_model, device=EXACT
+    )
     if not lookup:
         assert batch.speculator is not None
         batch.speculator.lookup = False
@@ -149,7 +154,7 @@ def paced(model: Any, draft: Any, clock: Clock, n: int) -> tuple[list[int], Any,
     the tokens, the speculator and each step's kind."""
     from tinytitan.engine.prompt_cache.memory import PromptCache
 
-    batch = MlxBatch(model, PromptCache(4), "m", [], 1, drafts=True, draft_model=draft)
+    batch = MlxBatch(model, PromptCache(4), "m", [], 1, drafts=True, draft_model=draft, device=EXACT)
     speculator = batch.speculator
     assert speculator is not None and speculator.model is not None
     speculator.lookup = False

@@ -25,6 +25,7 @@ from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.models.base import Prompt
 from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.settings import Settings
+from tinytitan.testing.device import EXACT
 from tinytitan.testing.lifecycle import Recorder
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -40,7 +41,7 @@ SCHEMA = {
 @pytest.fixture(scope="module")
 def live(tiny_dir: Path) -> Iterator[LiveServer]:
     # no prompt cache: a reused prefix is not what these tests compare
-    backend = MlxBackend(str(tiny_dir), prompt_cache_entries=0, max_concurrent=4)
+    backend = MlxBackend(str(tiny_dir), prompt_cache_entries=0, max_concurrent=4, device=EXACT)
     with live_server(backend, settings=Settings(queue_limit=0)) as server:
         yield server
 

@@ -14,7 +14,9 @@ import pytest
 from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.device.mlx_batch import MlxBatch
 from tinytitan.engine.models.base import Prompt
+from tinytitan.engine.models.mlx.loading import device_context
 from tinytitan.engine.request import Sampling
+from tinytitan.testing.device import EXACT
 
 # a prompt that repeats itself: the drafts find matches in it (and in what the model then repeats)
 LOOPED = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4 + [11, 12, 13]
@@ -36,7 +38,7 @@ def attention(request: pytest.FixtureRequest) -> Iterator[str]:
 def model(tiny_dir: Any, attention: str) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():
+    with device_thread.claimed(), device_context(EXACT):
         from mlx_lm import load
 
         loaded, _tok = load(str(tiny_dir))
@@ -46,7 +48,7 @@ def model(tiny_dir: Any, attention: str) -> Any:
 def make_batch(model: Any, *, drafts: bool, eos: list[int] | None = None) -> MlxBatch:
     from tinytitan.engine.prompt_cache.memory import PromptCache
 
-    return MlxBatch(model, PromptCache(4), "m", eos or [], 1, drafts=drafts)
+    return MlxBatch(model, PromptCache(4), "m", eos or [], 1, drafts=drafts, device=EXACT)
 
 
 def generate(batch: MlxBatch, prompt: list[int], n: int, **sampling: Any) -> tuple[list[int], str | None, int]:

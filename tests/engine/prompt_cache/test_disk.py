@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mlx_lm.models.cache import KVCache
 
@@ -237,3 +238,15 @@ def test_other_cache_kinds_stay_memory_only(tmp_path: Path) -> None:
     t = tier(tmp_path)
     t.save("m", [1, 2, 3, 4, 5], [state])
     assert t.flush(timeout=30) and files(tmp_path) == []
+
+
+def test_the_writer_leaves_the_freeing_of_mlx_arrays_to_the_device_thread(tmp_path: Path) -> None:
+    """A written job's views hold MLX arrays; MLX on CUDA must free them on the device thread, so
+    the writer hands written jobs back and the next ``save`` (the device thread's) drops them."""
+    t = tier(tmp_path)
+    saved(t, "m", list(range(8)))
+    (job,) = t._spent
+    assert all(isinstance(k, np.ndarray) and not k.flags.owndata for k, _v in job.layers)  # views of MLX arrays
+    del job
+    saved(t, "m", list(range(12)))
+    assert len(t._spent) == 1  # the first job was let go by that save, the second waits for the next

@@ -107,6 +107,9 @@ class DiskTier:
         self._jobs: queue.Queue[_Write | None] = queue.Queue(maxsize=4)
         self._writer: threading.Thread | None = None
         self._write_errors = 0
+        # written jobs, let go by the device thread (``save``): their views hold MLX arrays, which
+        # are freed where their last reference goes, and CUDA's allocator is the device thread's
+        self._spent: list[_Write] = []
 
     # -- inspection -------------------------------------------------------------------------------
     @property
@@ -182,6 +185,9 @@ class DiskTier:
     # -- save -------------------------------------------------------------------------------------
     def save(self, model: str, tokens: Sequence[int], cache: list[Any]) -> None:
         """Queue the blocks of ``cache`` (holding ``tokens``) that are not on disk yet."""
+        with self._lock:
+            spent, self._spent = self._spent, []
+        del spent  # the MLX arrays of written jobs are freed here, on the device thread
         views = _views(cache)
         if views is None:
             return
@@ -241,6 +247,8 @@ class DiskTier:
                 if job is not None:
                     with self._lock:
                         self._pending.difference_update(job.names[i] for i in job.missing)
+                        self._spent.append(job)
+                    del job
                 self._jobs.task_done()
 
     def _write(self, job: _Write) -> None:

@@ -18,6 +18,14 @@ from tinytitan.engine.models.mlx import cpu_attention  # noqa: E402
 pytestmark = pytest.mark.usefixtures("device")  # these tests stand in for the device worker
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu(device: None) -> Iterator[None]:
+    """This attention is for a model on the CPU: it and mlx's are compared there, on any machine
+    (a GPU's fp32 matmuls round differently)."""
+    with mx.stream(mx.cpu):
+        yield
+
+
 @pytest.fixture
 def mlx_attention() -> Iterator[Callable[..., Any]]:
     """mlx's own attention (the wrapper taken out for the test, put back after)."""

@@ -9,9 +9,11 @@ keeps the checkpoint as it is on a GPU. ``float32`` / ``bfloat16`` / ``float16``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,28 @@ def has_accelerator() -> bool:
 
 
 def device_context(device: str | None) -> Any:
-    """A context running mlx work on ``device`` ("cpu"), or on the default device (None)."""
-    import contextlib
+    """A context running mlx work on ``device`` ("cpu"), or on the default device (None).
 
+    It makes ``device`` the default device too, not only the stream: what asks ``mx.default_device()``
+    inside (our CPU attention, ``cpu_attention._takes``) must see the CPU for a ``<id>@cpu`` model on a
+    GPU machine (measured on an H200: with the stream alone it saw the GPU and never took a chunk).
+    Only the device thread runs MLX, so switching the default there and back is safe."""
     if device is None:
         return contextlib.nullcontext()
+    return _on(device)
+
+
+@contextlib.contextmanager
+def _on(device: str) -> Iterator[None]:
     import mlx.core as mx
 
-    return mx.stream(getattr(mx, device))
+    target, was = getattr(mx, device), mx.default_device()
+    mx.set_default_device(target)
+    try:
+        with mx.stream(target):
+            yield
+    finally:
+        mx.set_default_device(was)
 
 
 def compute_dtype(setting: str, device: str | None = None) -> str | None:
