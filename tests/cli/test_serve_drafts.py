@@ -52,6 +52,7 @@ def test_the_draft_model_flag_reaches_the_settings_and_the_banner(monkeypatch: p
         assert runner.invoke(app, ["serve", "--model", "m", *args], env=env).exit_code == 0
     assert [s.draft_model for s in seen] == ["small", "small"]
     assert "prompt-lookup drafts and small's" in _engine_note(seen[0])
+    assert _engine_note(Settings(model="m", draft_model="/models/Qwen3-0.6B/")).endswith("drafts and Qwen3-0.6B's")
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ from tinytitan.cli.completion import completion
 from tinytitan.cli.count_tokens import count_tokens
 from tinytitan.cli.launch import launch
 from tinytitan.cli.models import models_app
+from tinytitan.cli.options import SERVE_EPILOG
 from tinytitan.cli.polish import TitanGroup
-from tinytitan.cli.serve import SERVE_EPILOG, serve
+from tinytitan.cli.serve import serve
 
 __all__ = ["app", "main"]
 

@@ -29,6 +29,7 @@ EXAMPLES: dict[tuple[str, ...], str] = {
         "tinytitan serve --model mlx-community/Qwen3-0.6B-4bit --port 8097",
         "tinytitan serve --model ~/models/Qwen3-0.6B-Q8_0.gguf --max-context 16384",
         "tinytitan serve --models-dir ~/models --models-dir hf  # a catalog, switched between requests",
+        "tinytitan serve --model BIG --draft-model SMALL  # SMALL (same tokenizer) drafts for BIG",
         "tinytitan serve --stub script.json  # a scripted backend: wire a client without a model",
         "tinytitan serve --memory  # agent memory, one journal per workspace",
         "TINYTITAN_API_KEY=secret tinytitan serve --host 0.0.0.0  # reachable from the network",

@@ -23,6 +23,7 @@ import typer
 from tinytitan.settings import Settings
 
 __all__ = [
+    "SERVE_EPILOG",
     "DraftModel",
     "Drafts",
     "Dtype",
@@ -214,3 +215,20 @@ def with_model_flags(*, reasoning: bool = True) -> Callable[[Callable[..., None]
         return run
 
     return decorate
+
+
+_DISTRIBUTED_HELP = """
+Across several machines: list them in a hostfile and start every rank with mlx.launch —
+`mlx.launch --hostfile hosts.json -- tinytitan serve --model M`, or `mlx.launch --hosts
+10.0.0.1,10.0.0.2 -- tinytitan serve --model M` (`-n 2 --backend ring` on one machine). Rank 0
+serves HTTP; the others hold their share of the model and follow it step by step.
+
+--parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, qwen3_moe, gpt_oss,
+deepseek …) splits every layer and syncs twice per layer per token: for low-latency links.
+pipeline gives each rank whole layers: for a model too big for one machine over slower links.
+The banner shows rank, size, backend and parallelism. A lost rank fails the running requests
+(503) and every rank exits with status 75, so the launcher can restart the group.
+"""
+
+# after the options in --help (a first screen about one machine), in the man page after the summary
+SERVE_EPILOG = "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))

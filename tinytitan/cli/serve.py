@@ -9,6 +9,7 @@ import shutil
 import socket
 import sys
 import textwrap
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from tinytitan.engine.request import ModelInfo
     from tinytitan.engine.service import Engine
 
-__all__ = ["SERVE_EPILOG", "serve"]
+__all__ = ["serve"]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -209,23 +210,6 @@ def serve(
     run_server(settings)
 
 
-_DISTRIBUTED_HELP = """
-Across several machines: list them in a hostfile and start every rank with mlx.launch —
-`mlx.launch --hostfile hosts.json -- tinytitan serve --model M`, or `mlx.launch --hosts
-10.0.0.1,10.0.0.2 -- tinytitan serve --model M` (`-n 2 --backend ring` on one machine). Rank 0
-serves HTTP; the others hold their share of the model and follow it step by step.
-
---parallel tensor (the default where mlx-lm offers it: llama, qwen2/3, qwen3_moe, gpt_oss,
-deepseek …) splits every layer and syncs twice per layer per token: for low-latency links.
-pipeline gives each rank whole layers: for a model too big for one machine over slower links.
-The banner shows rank, size, backend and parallelism. A lost rank fails the running requests
-(503) and every rank exits with status 75, so the launcher can restart the group.
-"""
-
-# after the options in --help (a first screen about one machine), in the man page after the summary
-SERVE_EPILOG = "\n\n".join(" ".join(p.split()) for p in _DISTRIBUTED_HELP.strip().split("\n\n"))
-
-
 def _given(**values: float | None) -> dict[str, float]:
     """The sampling flags given (the server-wide defaults)."""
     return {k: v for k, v in values.items() if v is not None}
@@ -248,7 +232,7 @@ def _engine_note(settings: Settings) -> str:
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
     drafts = ", prompt-lookup drafts" if settings.drafts else ""
     if settings.drafts and settings.draft_model:
-        drafts += f" and {settings.draft_model}'s"
+        drafts += f" and {Path(settings.draft_model.rstrip('/')).name}'s"  # a path's or hub id's last part
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{disk}"
 
 
