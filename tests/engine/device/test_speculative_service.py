@@ -1,8 +1,10 @@
 """Drafts through the Engine (Job detokenizes and parses a multi-token step one token at a time):
-text, stop strings, caps and usage exactly as without drafts."""
+text, stop strings, caps and usage exactly as without drafts; structured output and a forced call
+(grammar-masked rows, which step plainly) the same too."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,15 @@ import pytest
 
 from tinytitan.engine.job import Completion
 from tinytitan.engine.models.mlx import MlxBackend
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
+from tinytitan.engine.request import (
+    ChatRequest,
+    FormatRequest,
+    Message,
+    ReasoningControls,
+    Sampling,
+    Tool,
+    ToolChoice,
+)
 from tinytitan.engine.service import Engine
 from tinytitan.testing.loop import run
 
@@ -72,3 +82,25 @@ def test_seeded_sampled_text_is_the_same(engines: tuple[Engine, Engine]) -> None
         a, b = complete(plain, max_tokens=40, sampling=sampling), complete(drafted, max_tokens=40, sampling=sampling)
         assert b.text == a.text and b.finished.usage == a.finished.usage
     assert backend.batch.speculator.proposed > before
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 8}, "rank": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["city", "rank"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output_and_a_forced_call_are_the_same(engines: tuple[Engine, Engine]) -> None:
+    """Rows with a grammar mask step plainly whatever the setting: the same document, the same call."""
+    plain, drafted = engines
+    fmt = FormatRequest("json_schema", "response_format", "response_format.json_schema.schema", SCHEMA, "c")
+    a, b = complete(plain, max_tokens=60, output_format=fmt), complete(drafted, max_tokens=60, output_format=fmt)
+    assert b.text == a.text and b.finished.usage == a.finished.usage
+    assert set(json.loads(a.text)) == {"city", "rank"}
+    weather = Tool("weather", "The weather in a city.", SCHEMA)
+    forced = {"tools": (weather,), "tool_choice": ToolChoice("function", "weather"), "max_tokens": 60}
+    a, b = complete(plain, **forced), complete(drafted, **forced)
+    assert [(c.name, c.arguments) for c in b.tool_calls] == [(c.name, c.arguments) for c in a.tool_calls]
+    assert [c.name for c in a.tool_calls] == ["weather"]
