@@ -85,6 +85,28 @@ def test_greedy_output_is_identical_with_drafts(model: Any, device: None) -> Non
         assert widest > 1  # some step emitted several tokens
 
 
+def test_several_rows_at_once_give_what_plain_decoding_gives(model: Any, device: None) -> None:
+    """Rows in one batch step one token each; the one left alone drafts; every row's tokens are the
+    plain ones, greedy and seeded."""
+    from tinytitan.engine.prompt_cache.memory import PromptCache
+    from tinytitan.testing.batches import collect, row
+
+    prompts, caps = [LOOPED, LOOPED[5:], [7, 8, 9] * 6], [12, 20, 48]
+    for sampling in (Sampling(temperature=0.0), Sampling(temperature=0.7, seed=5)):
+        got = []
+        for drafts in (False, True):
+            batch = MlxBatch(model, PromptCache(4), "m", [], 3, drafts=drafts, device=EXACT)
+            try:
+                got.append(collect(batch, [row(p, n, sampling) for p, n in zip(prompts, caps, strict=True)]))
+                if drafts and not sampling.temperature:  # (the random model's draws rarely repeat)
+                    assert batch.speculator is not None and batch.speculator.proposed > 0
+                if not drafts:  # (a drafted step hands one row several outputs: peak_rows counts those)
+                    assert batch.peak_rows == 3  # the three shared steps
+            finally:
+                batch.close()
+        assert got[1] == got[0] and [len(t) for t in got[0]] == caps
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9, 17])
 def test_the_cap_is_hit_exactly(model: Any, device: None, n: int) -> None:
     (a, fa, _), (b, fb, _), _ = plain_and_drafted(model, LOOPED, n)
