@@ -4,6 +4,7 @@
     python benchmarks/bench_speculative.py --passes 2000     # what a verify pass costs
     python benchmarks/bench_speculative.py --draft-model DIR  # … with a draft model's drafts too
     python benchmarks/bench_speculative.py --draft-layers 8   # … a draft of the model's first 8 layers
+    python benchmarks/bench_speculative.py --streams 2        # the same request from 2 clients at once
 
 Greedy (``--sampling default``: the model's own sampling, seeded), drafts on vs off back to back in
 one process (the order alternates each round), through the Engine (Job: detokenize, parse, usage),
@@ -94,11 +95,27 @@ async def generate(engine: Engine, prompt: str, n: int, sampling: str = "greedy"
 
 
 def measure(
-    engine: Engine, backend: MlxBackend, drafts: bool, prompt: str, n: int, sampling: str, draft: Any = None
+    engine: Engine,
+    backend: MlxBackend,
+    drafts: bool,
+    prompt: str,
+    n: int,
+    sampling: str,
+    draft: Any = None,
+    streams: int = 1,
 ) -> tuple[float, str, Any]:
     batch = backend.batch
     assert batch is not None
     batch.speculator = Speculator(ModelDrafts(draft) if draft is not None else None) if drafts else None
+    if streams > 1:  # the same request from several clients at once: aggregate decode tok/s
+        import asyncio
+
+        async def all_at_once() -> list[dict[str, Any]]:
+            return list(await asyncio.gather(*(generate(engine, prompt, n, sampling) for _ in range(streams))))
+
+        results = run(all_at_once())
+        slowest = max(r["decode"] + r["ttft"] for r in results) - min(r["ttft"] for r in results)
+        return sum(r["tokens"] - 1 for r in results) / slowest, "\n".join(r["text"] for r in results), batch.speculator
     r = run(generate(engine, prompt, n, sampling))
     rate = (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0
     return rate, r["text"], batch.speculator
@@ -179,11 +196,12 @@ def main() -> None:
     parser.add_argument("--sampling", choices=sorted(SAMPLING), default="greedy", help="default: the model's, seeded")
     parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
     parser.add_argument("--draft-model", help="a smaller model of the same tokenizer drafting too")
+    parser.add_argument("--streams", type=int, default=1, help="the same request from N clients at once")
     parser.add_argument("--draft-layers", type=int, default=0, metavar="N", help="a draft of the first N layers")
     args = parser.parse_args()
     path = embedded_gguf_or_exit()
     print(f"{blas_state().describe()}; model {path.name}", flush=True)
-    backend = MlxBackend(str(path), max_concurrent=1)
+    backend = MlxBackend(str(path), max_concurrent=max(1, args.streams))
     engine = Engine(backend)
     try:
         backend.load()
@@ -199,10 +217,11 @@ def main() -> None:
             ratios, on_rates, off_rates = [], [], []
             for i in range(args.rounds):
                 order = (False, True) if i % 2 == 0 else (True, False)
-                results = {d: measure(engine, backend, d, prompt, n, args.sampling, draft) for d in order}
+                results = {d: measure(engine, backend, d, prompt, n, args.sampling, draft, args.streams) for d in order}
                 (off, off_text, _), (on, on_text, spec) = results[False], results[True]
                 same = "identical" if on_text == off_text else "DIFFERENT"
-                accept = f", accepted {spec.accepted}/{spec.proposed} drafted ({spec.from_model} by the model)"
+                accept = f", accepted {spec.accepted}/{spec.proposed} drafted ({spec.from_model} by the model"
+                accept += f", {spec.together} passes of several rows)"
                 rates = f"off {off:.1f} tok/s, on {on:.1f} tok/s, ×{on / off:.2f}"
                 print(f"  {name} round {i + 1}: {rates}, {same}{accept}", flush=True)
                 ratios.append(on / off)

@@ -52,8 +52,8 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l top-p -x -d 'Nuc
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l top-k -x -d 'Sample from the K likeliest tokens: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l min-p -x -d 'Drop tokens below P x the likeliest: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l repetition-penalty -x -d 'Penalty on repeated tokens: server-wide default; a request\'s own value wins (default: the model\'s, see the banner)'
-complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l drafts -d 'Speculative decoding with prompt-lookup drafts while a request decodes alone (--no-drafts: off)'
-complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l no-drafts -d 'Speculative decoding with prompt-lookup drafts while a request decodes alone (--no-drafts: off)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l drafts -d 'Speculative decoding with prompt-lookup drafts (--no-drafts: off)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l no-drafts -d 'Speculative decoding with prompt-lookup drafts (--no-drafts: off)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l draft-model -x -d 'A smaller model with the same tokenizer that drafts tokens where the lookup finds none (a directory, .gguf file or hub id)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l help -d 'Show this message and exit'
 

@@ -81,7 +81,7 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     queue_limit: int = 4
     max_concurrent: int = 4  # generations decoded together in one batch (README: why 4)
-    drafts: bool = True  # speculative decoding with prompt-lookup drafts for a lone request (README: Drafts)
+    drafts: bool = True  # speculative decoding with prompt-lookup drafts (README: Drafts)
     draft_model: str | None = None  # … and a draft model's where the lookup has none
     max_context: int | None = None
     reasoning: str | None = None

@@ -112,7 +112,7 @@ Drafts = Annotated[
     bool,
     option(
         "--drafts/--no-drafts",
-        "Speculative decoding with prompt-lookup drafts while a request decodes alone (--no-drafts: off).",
+        "Speculative decoding with prompt-lookup drafts (--no-drafts: off).",
     ),
 ]
 DraftModel = Annotated[

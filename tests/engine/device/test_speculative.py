@@ -107,6 +107,43 @@ def test_several_rows_at_once_give_what_plain_decoding_gives(model: Any, device:
         assert got[1] == got[0] and [len(t) for t in got[0]] == caps
 
 
+def together(model: Any, prompts: list[list[int]], caps: list[int], drafts: bool, **kw: Any) -> tuple[Any, MlxBatch]:
+    from tinytitan.engine.prompt_cache.memory import PromptCache
+    from tinytitan.testing.batches import collect, row
+
+    eos = kw.pop("eos", [])
+    batch = MlxBatch(model, PromptCache(4), "m", eos, len(prompts), drafts=drafts, device=EXACT)
+    try:
+        sampling = Sampling(**{"temperature": 0.0, **kw})
+        return collect(batch, [row(p, n, sampling) for p, n in zip(prompts, caps, strict=True)]), batch
+    finally:
+        batch.close()
+
+
+def test_rows_that_all_draft_are_verified_together(model: Any, device: None) -> None:
+    """Two rows whose lookups both guess draft in one pass; each keeps what both accepted. The
+    tokens are plain decoding's, a cap or an end token inside a step ends its row there (the other
+    goes on), and seeded rows draw as without drafts."""
+    prompts = [LOOPED, [*LOOPED[3:], 11, 12, 13]]
+    for caps in ([13, 30], [30, 7], [1, 2]):
+        plain, alone = together(model, prompts, caps, False)
+        drafted, batch = together(model, prompts, caps, True)
+        assert drafted == plain and [len(t) for t in drafted] == caps
+        # each row's KV state was stored as plain decoding stores it: its prompt and what it emitted
+        assert sorted(batch.prompt_cache.snapshots()) == sorted(alone.prompt_cache.snapshots())
+        assert len(batch.prompt_cache.snapshots()) == 2
+    plain, _ = together(model, prompts, [30, 30], False)
+    drafted, batch = together(model, prompts, [30, 30], True)
+    assert batch.speculator is not None and batch.speculator.together > 0
+    end = plain[1][len(plain[1]) // 2]  # a token the second row emits, made the end token
+    ended, _ = together(model, prompts, [30, 30], False, eos=[end])
+    assert together(model, prompts, [30, 30], True, eos=[end])[0] == ended
+    seeded = {"temperature": 0.5, "seed": 3}
+    assert (
+        together(model, prompts, [24, 24], True, **seeded)[0] == together(model, prompts, [24, 24], False, **seeded)[0]
+    )
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9, 17])
 def test_the_cap_is_hit_exactly(model: Any, device: None, n: int) -> None:
     (a, fa, _), (b, fb, _), _ = plain_and_drafted(model, LOOPED, n)

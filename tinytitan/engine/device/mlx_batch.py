@@ -57,7 +57,7 @@ class _Running:
     cached: int = 0  # prompt tokens the prompt cache gave it
     todo: int = 0  # prompt tokens past those (mlx-lm's prompt progress counts these)
     prefilled: int = 0  # … of which prefilled so far; == todo once it is in the generation batch
-    draftable: bool = False  # may draft when it decodes alone (no grammar mask; see speculative.py)
+    draftable: bool = False  # may draft (no grammar mask; see speculative.py)
 
 
 class MlxBatch(Batch):

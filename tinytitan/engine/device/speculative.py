@@ -1,7 +1,10 @@
 """Speculative decoding with prompt-lookup drafts, and a draft model's, on mlx-lm's ``GenerationBatch``.
 
-Policy: a step drafts only when the batch holds one decoding row, nothing waits to prefill and the
-row has no grammar mask; every other step is mlx-lm's own one-token step. The pending token ``y``
+Policy: a step drafts only when nothing waits to prefill and no decoding row has a grammar mask. A
+lone row drafts as below. Several rows draft together only when every row's lookup guessed its
+pending token: one pass verifies k drafts for each, and every row keeps as many as the row that
+accepted fewest (mlx-lm's batch cache trims all rows alike; the others' extra accepted drafts are
+proposed again next step); otherwise the step is mlx-lm's own one-token step. The pending token ``y``
 (chosen last step, still being computed) is not waited for unless the lookup over the text before
 it (``drafts.PromptLookup``) finds a match whose next token could be ``y``; only when it is does the
 step draft the tokens after it, ``d1..dk``, so free-form text, where matches rarely hold, keeps
@@ -39,17 +42,16 @@ START_K = 4  # a row's first draft length (adaptive: a verify pass of many rejec
 
 
 class Speculator:
-    """Runs draft-and-verify steps on a ``BatchGenerator`` whose lone row may draft."""
+    """Runs draft-and-verify steps on a ``BatchGenerator`` whose rows may draft."""
 
     def __init__(self, model: ModelDrafts | None = None) -> None:
-        self.drafts = PromptLookup()  # the lone row's n-gram index (a new one for each row)
         self.model = model  # the draft model's drafts where the lookup has none (``--draft-model``)
         self.lookup = True  # False: the draft model's drafts alone (tests, benchmarks)
         self.proposed = 0  # draft tokens verified (tests, benchmarks)
-        self.accepted = 0  # … of which the model agreed with
+        self.accepted = 0  # … of which were emitted
         self.from_model = 0  # … of the proposed, how many the draft model made
-        self._uid = -1  # the row the adaptive draft length belongs to
-        self._k = START_K  # its next draft length: doubles while all are accepted, else accepted + 1
+        self.together = 0  # verify passes of several rows at once (tests, benchmarks)
+        self._rows: dict[int, _Row] = {}  # by uid: the rows of the generation batch
 
     def step(self, gen: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
         """One draft-and-verify step, or None when this step should be mlx-lm's own."""
@@ -61,25 +63,25 @@ class Speculator:
         return responses
 
     def _step(self, gen: Any, draftable: Callable[[int], bool]) -> tuple[list[Any] | None, str | None]:
-        """The step's responses (None: mlx-lm's own step) and what it was for the lone row: "plain",
+        """The step's responses (None: mlx-lm's own step) and what it was for a lone row: "plain",
         "lookup" or "model" drafts, "catch-up" (plain, and the draft model took in a chunk), or None
         (no lone decoding row)."""
         batch = gen._generation_batch
-        if len(batch) != 1 or len(gen._prompt_batch) or gen._unprocessed_sequences:
+        if not len(batch) or len(gen._prompt_batch) or gen._unprocessed_sequences:
             return None, None
+        self._rows = {uid: self._rows.get(uid) or _Row() for uid in batch.uids}
+        if len(batch) > 1:
+            return self._step_together(gen, batch, draftable), None
         uid = batch.uids[0]
         sampler = batch.samplers[0] if batch.samplers else None
         room = batch.max_tokens[0] - batch._num_tokens[0] - 1  # tokens after y still allowed
         if not draftable(uid) or not isinstance(sampler, Sampler) or room <= 0:
             return None, "plain"
-        if uid != self._uid:
-            self._uid, self._k = uid, min(START_K, DRAFT_TOKENS)
-            self.drafts = PromptLookup()
-        k = min(room, self._k)
+        k = min(room, self._rows[uid].k)
         tokens = batch.tokens[0]
         # what followed the latest match of the text before y: its first token guesses y, so a step
         # whose lookup finds nothing, or guessed y wrong, is mlx-lm's own without waiting for y
-        ahead = self.drafts.propose(tokens, 1 + k) if self.lookup else []
+        ahead = self._rows[uid].lookup.propose(tokens, 1 + k) if self.lookup else []
         model = self.model if self.model is not None and self.model.pace.pays() else None
         if len(ahead) < 2 and (model is None or model.behind(uid, tokens)):
             return None, "plain" if model is None else "catch-up"
@@ -88,69 +90,130 @@ class Speculator:
         with mx.stream(gen._stream):
             y = int(batch._next_tokens.item())
             if len(ahead) >= 2 and y == ahead[0]:
-                return self._verify(batch, sampler, y, ahead[1:]), "lookup"
+                return self._verify(batch, [y], [ahead[1:]]), "lookup"
             if model is None or model.behind(uid, tokens):
                 return None, "plain" if model is None else "catch-up"
             draft = model.propose(uid, tokens, y, k)
             self.from_model += len(draft)
-            return self._verify(batch, sampler, y, draft), "model"
+            return self._verify(batch, [y], [draft]), "model"
 
-    def _verify(self, batch: Any, sampler: Sampler, y: int, draft: list[int]) -> list[Any]:
+    def _step_together(self, gen: Any, batch: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
+        """Several rows draft together only when every one may and every lookup guessed its row's
+        pending token: one pass verifies k drafts per row and every row keeps the accepted count of
+        the row that accepted fewest (mlx-lm's batch cache trims all rows alike)."""
+        uids = batch.uids
+        if not self.lookup or not all(draftable(uid) for uid in uids):
+            return None
+        if not batch.samplers or not all(isinstance(s, Sampler) for s in batch.samplers):
+            return None
+        rooms = [most - done - 1 for most, done in zip(batch.max_tokens, batch._num_tokens, strict=True)]
+        k = min(min(rooms), *(self._rows[uid].k for uid in uids))
+        if k <= 0:
+            return None
+        aheads = [self._rows[uid].lookup.propose(tokens, 1 + k) for uid, tokens in zip(uids, batch.tokens, strict=True)]
+        if any(len(ahead) < 1 + k for ahead in aheads):
+            return None
         import mlx.core as mx
 
-        k = len(draft)
-        inputs = mx.array([[y, *draft]], dtype=mx.uint32)
-        logits = batch.model(inputs, cache=batch.prompt_cache)[0]  # (k + 1, vocab)
-        processors = batch.logits_processors[0] if batch.logits_processors else None
-        if processors:
-            base = batch._token_context[0].update_and_fetch(mx.array([y], dtype=mx.int32))
-            rows = []
-            for j in range(k + 1):
-                context = base if j == 0 else mx.concatenate([base, mx.array(draft[:j], dtype=mx.int32)])
-                row = logits[j : j + 1]
-                for processor in processors:
-                    row = processor(context, row)
-                rows.append(row)
-            logits = mx.concatenate(rows, axis=0)
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        choices, keys = _draw(sampler, logprobs)
-        picked: list[int] = choices.tolist()
-        a = 0
-        while a < k and draft[a] == picked[a]:
-            a += 1
-        self.proposed += k
-        self.accepted += a
-        self._k = min(DRAFT_TOKENS, 2 * k) if a == k else a + 1
-        if keys:  # the draws of the rejected positions never happened
-            sampler.key = keys[a]
-        emitted = [y, *draft[:a]]
-        # the cache now holds y and all k drafts: keep y and the accepted ones
-        _trim(batch.prompt_cache, k - a)
-        if processors and a:
-            batch._token_context[0].update_and_fetch(mx.array(draft[:a], dtype=mx.int32))
-        batch._next_tokens = choices[a : a + 1]
-        chosen_by = [batch._next_logprobs[0], *(logprobs[i] for i in range(a))]  # the distribution each came from
-        batch._next_logprobs = [logprobs[a]]
-        return self._respond(batch, emitted, chosen_by)
+        with mx.stream(gen._stream):
+            ys: list[int] = batch._next_tokens.tolist()
+            if any(y != ahead[0] for y, ahead in zip(ys, aheads, strict=True)):
+                return None
+            self.together += 1
+            return self._verify(batch, ys, [ahead[1:] for ahead in aheads])
 
-    def _respond(self, batch: Any, emitted: list[int], logprobs: list[Any]) -> list[Any]:
-        """One response per emitted token, ending the row at its cap or end token like plain steps."""
-        responses = []
-        uid = batch.uids[0]
-        for i, token in enumerate(emitted):
-            batch.tokens[0].append(token)
-            batch._num_tokens[0] += 1
-            finish = "length" if batch._num_tokens[0] >= batch.max_tokens[0] else None
-            if batch._matchers[0].advance(token):
+    def _verify(self, batch: Any, ys: list[int], drafts: list[list[int]]) -> list[Any]:
+        """Verify ``drafts`` (``k`` for each row, after its pending token ``ys[i]``) in one pass."""
+        import mlx.core as mx
+
+        k = len(drafts[0])
+        inputs = mx.array([[y, *draft] for y, draft in zip(ys, drafts, strict=True)], dtype=mx.uint32)
+        logits = batch.model(inputs, cache=batch.prompt_cache)  # (rows, k + 1, vocab)
+        logprobs, choices, keys, accepted = [], [], [], []
+        for i, (y, draft) in enumerate(zip(ys, drafts, strict=True)):
+            row = _processed(batch, i, y, draft, logits[i])
+            row = row - mx.logsumexp(row, axis=-1, keepdims=True)
+            chosen, row_keys = _draw(batch.samplers[i], row)
+            picked: list[int] = chosen.tolist()
+            a = 0
+            while a < k and draft[a] == picked[a]:
+                a += 1
+            logprobs.append(row)
+            choices.append(chosen)
+            keys.append(row_keys)
+            accepted.append(a)
+            self._rows[batch.uids[i]].adapt(k, a)
+        a = min(accepted)  # what every row keeps: the cache is trimmed alike for all
+        self.proposed += k * len(ys)
+        self.accepted += a * len(ys)
+        _trim(batch.prompt_cache, k - a)  # the cache holds y and all k drafts: keep y and the accepted
+        emitted, chosen_by = [], []
+        for i, (y, draft) in enumerate(zip(ys, drafts, strict=True)):
+            if keys[i]:  # the draws of the positions not kept never happened
+                batch.samplers[i].key = keys[i][a]
+            if batch.logits_processors and batch.logits_processors[i] and a:
+                batch._token_context[i].update_and_fetch(mx.array(draft[:a], dtype=mx.int32))
+            emitted.append([y, *draft[:a]])
+            # the distribution each emitted token came from
+            chosen_by.append([batch._next_logprobs[i], *(logprobs[i][j] for j in range(a))])
+        batch._next_tokens = mx.concatenate([chosen[a : a + 1] for chosen in choices])
+        batch._next_logprobs = [row[a] for row in logprobs]
+        return _respond(batch, emitted, chosen_by)
+
+
+class _Row:
+    """A row's n-gram index and its adaptive draft length."""
+
+    def __init__(self) -> None:
+        self.lookup = PromptLookup()
+        self.k = min(START_K, DRAFT_TOKENS)  # doubles while every draft is accepted, else accepted + 1
+
+    def adapt(self, k: int, accepted: int) -> None:
+        self.k = min(DRAFT_TOKENS, 2 * k) if accepted == k else accepted + 1
+
+
+def _processed(batch: Any, i: int, y: int, draft: list[int], logits: Any) -> Any:
+    """Row ``i``'s logits at each position after its processors (penalties, run per position in
+    order, each seeing the tokens plain decoding would have shown it)."""
+    import mlx.core as mx
+
+    processors = batch.logits_processors[i] if batch.logits_processors else None
+    if not processors:
+        return logits
+    base = batch._token_context[i].update_and_fetch(mx.array([y], dtype=mx.int32))
+    rows = []
+    for j in range(len(draft) + 1):
+        context = base if j == 0 else mx.concatenate([base, mx.array(draft[:j], dtype=mx.int32)])
+        row = logits[j : j + 1]
+        for processor in processors:
+            row = processor(context, row)
+        rows.append(row)
+    return mx.concatenate(rows, axis=0)
+
+
+def _respond(batch: Any, emitted: list[list[int]], logprobs: list[list[Any]]) -> list[Any]:
+    """One response per emitted token, ending a row at its cap or end token like plain steps (its
+    cache then holds what it emitted, no more); rows that ended leave the batch."""
+    responses, keep = [], []
+    for i, uid in enumerate(batch.uids):
+        for j, token in enumerate(emitted[i]):
+            batch.tokens[i].append(token)
+            batch._num_tokens[i] += 1
+            finish = "length" if batch._num_tokens[i] >= batch.max_tokens[i] else None
+            if batch._matchers[i].advance(token):
                 finish = "stop"
             if finish is None:
-                responses.append(batch.Response(uid, token, logprobs[i], None, None, None))
+                responses.append(batch.Response(uid, token, logprobs[i][j], None, None, None))
                 continue
-            _trim(batch.prompt_cache, len(emitted) - 1 - i)  # the cache holds what was emitted, no more
-            responses.append(batch.Response(uid, token, logprobs[i], finish, batch.extract_cache(0), batch.tokens[0]))
-            batch.filter([])
+            cache = batch.extract_cache(i)
+            _trim(cache, len(emitted[i]) - 1 - j)
+            responses.append(batch.Response(uid, token, logprobs[i][j], finish, cache, batch.tokens[i]))
             break
-        return responses
+        else:
+            keep.append(i)
+    if len(keep) < len(batch.uids):
+        batch.filter(keep)
+    return responses
 
 
 def _draw(sampler: Sampler, logprobs: Any) -> tuple[Any, list[Any]]:

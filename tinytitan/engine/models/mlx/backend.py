@@ -89,7 +89,7 @@ class MlxBackend(Backend):
         self._identity: str | None = None
         self.distributed = distributed  # serving as one rank of an mlx.distributed group (issue #19)
         self.max_concurrent = 1 if distributed is not None else max(1, max_concurrent)  # lockstep: one at a time
-        self.drafts = drafts  # prompt-lookup drafts for a lone row (device/speculative.py)
+        self.drafts = drafts  # prompt-lookup drafts (device/speculative.py)
         self.tokens_generated = 0  # every token sampled, ever (tests watch it for cancellation)
         self.batch: MlxBatch | None = None  # the open batch (tests and benchmarks read its steps)
         self._load_lock = threading.RLock()
