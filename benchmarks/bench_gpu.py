@@ -110,7 +110,8 @@ def prefill_engine(model: Any, prompt: list[int]) -> float:
 def weight_bytes(model: Any) -> int:
     from mlx.utils import tree_flatten
 
-    return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    flat: Any = tree_flatten(model.parameters())
+    return sum(int(v.nbytes) for _, v in flat)
 
 
 def fmt(x: float) -> str:
@@ -216,7 +217,10 @@ def main() -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="tinytitan-gpu-decode-") as scratch, device_thread.claimed():
         cuda = getattr(getattr(mx, "cuda", None), "is_available", lambda: False)()
-        print(f"mlx {mx.__version__}, default device {mx.default_device()}, cuda available {cuda}", flush=True)
+        print(
+            f"mlx {getattr(mx, '__version__', '?')}, default device {mx.default_device()}, cuda available {cuda}",
+            flush=True,
+        )
         for shape in [s.strip() for s in args.shapes.split(",") if s.strip()]:
             try:
                 bench_shape(shape, args.dtype, args, Path(scratch))
