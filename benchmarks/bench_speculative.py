@@ -5,6 +5,7 @@
     python benchmarks/bench_speculative.py --draft-model DIR  # … with a draft model's drafts too
     python benchmarks/bench_speculative.py --draft-layers 8   # … a draft of the model's first 8 layers
     python benchmarks/bench_speculative.py --streams 2        # the same request from 2 clients at once
+    python benchmarks/bench_speculative.py --mix patch,chat   # a patch and a chat at once
 
 Greedy (``--sampling default``: the model's own sampling, seeded), drafts on vs off back to back in
 one process (the order alternates each round), through the Engine (Job: detokenize, parse, usage),
@@ -95,30 +96,25 @@ async def generate(engine: Engine, prompt: str, n: int, sampling: str = "greedy"
 
 
 def measure(
-    engine: Engine,
-    backend: MlxBackend,
-    drafts: bool,
-    prompt: str,
-    n: int,
-    sampling: str,
-    draft: Any = None,
-    streams: int = 1,
+    engine: Engine, backend: MlxBackend, drafts: bool, jobs: list[tuple[str, int]], sampling: str, draft: Any = None
 ) -> tuple[float, str, Any]:
+    """Decode tok/s of ``jobs`` (prompt, tokens) sent at once (one: as one client; several:
+    aggregate, from the first client's first token to the last one's end), their texts, the speculator."""
+    import asyncio
+
     batch = backend.batch
     assert batch is not None
     batch.speculator = Speculator(ModelDrafts(draft) if draft is not None else None) if drafts else None
-    if streams > 1:  # the same request from several clients at once: aggregate decode tok/s
-        import asyncio
 
-        async def all_at_once() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(generate(engine, prompt, n, sampling) for _ in range(streams))))
+    async def all_at_once() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(generate(engine, prompt, n, sampling) for prompt, n in jobs)))
 
-        results = run(all_at_once())
-        slowest = max(r["decode"] + r["ttft"] for r in results) - min(r["ttft"] for r in results)
-        return sum(r["tokens"] - 1 for r in results) / slowest, "\n".join(r["text"] for r in results), batch.speculator
-    r = run(generate(engine, prompt, n, sampling))
-    rate = (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0
-    return rate, r["text"], batch.speculator
+    results = run(all_at_once())
+    if len(results) == 1:
+        (r,) = results
+        return (r["tokens"] - 1) / r["decode"] if r["decode"] > 0 else 0.0, r["text"], batch.speculator
+    span = max(r["decode"] + r["ttft"] for r in results) - min(r["ttft"] for r in results)
+    return sum(r["tokens"] - 1 for r in results) / span, "\n".join(r["text"] for r in results), batch.speculator
 
 
 def passes(engine: Engine, backend: MlxBackend, context: int, rounds: int) -> None:
@@ -197,11 +193,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=0, metavar="CONTEXT", help="time verify passes instead")
     parser.add_argument("--draft-model", help="a smaller model of the same tokenizer drafting too")
     parser.add_argument("--streams", type=int, default=1, help="the same request from N clients at once")
+    parser.add_argument("--mix", default="", help="comma-separated workloads sent at once, one request each")
     parser.add_argument("--draft-layers", type=int, default=0, metavar="N", help="a draft of the first N layers")
     args = parser.parse_args()
     path = embedded_gguf_or_exit()
     print(f"{blas_state().describe()}; model {path.name}", flush=True)
-    backend = MlxBackend(str(path), max_concurrent=max(1, args.streams))
+    backend = MlxBackend(str(path), max_concurrent=max(1, args.streams, len(args.mix.split(","))))
     engine = Engine(backend)
     try:
         backend.load()
@@ -211,13 +208,16 @@ def main() -> None:
             passes(engine, backend, args.passes, args.rounds * 3)
             return
         chosen = [w for w in args.only.split(",") if w] or list(workloads())
-        for name in chosen:
-            prompt, n = workloads()[name]
-            measure(engine, backend, True, prompt, 4, args.sampling, draft)  # the prompt's KV state cached for both
+        runs = {name: [workloads()[name]] * args.streams for name in chosen}
+        if args.mix:  # one request of each named workload, at once
+            runs = {"mix of " + args.mix: [workloads()[w] for w in args.mix.split(",") if w]}
+        for name, jobs in runs.items():
+            for prompt, _n in dict(jobs).items():  # each prompt's KV state cached for both sides
+                measure(engine, backend, True, [(prompt, 4)], args.sampling, draft)
             ratios, on_rates, off_rates = [], [], []
             for i in range(args.rounds):
                 order = (False, True) if i % 2 == 0 else (True, False)
-                results = {d: measure(engine, backend, d, prompt, n, args.sampling, draft, args.streams) for d in order}
+                results = {d: measure(engine, backend, d, jobs, args.sampling, draft) for d in order}
                 (off, off_text, _), (on, on_text, spec) = results[False], results[True]
                 same = "identical" if on_text == off_text else "DIFFERENT"
                 accept = f", accepted {spec.accepted}/{spec.proposed} drafted ({spec.from_model} by the model"
