@@ -53,6 +53,8 @@ def decode(
     if not lookup:
         assert batch.speculator is not None
         batch.speculator.lookup = False
+    if batch.speculator is not None and batch.speculator.model is not None:
+        batch.speculator.model.pace = Pace(lambda: 0.0)  # a clock that stands still: it always pays (no timing)
     try:
         sampling = Sampling(**{"temperature": 0.0, **kw})
         caps = n if isinstance(n, list) else [n] * len(prompts)
