@@ -117,7 +117,9 @@ class ModelDrafts:
 
         held = self._held
         same = 0
-        if uid == self._uid:
+        if uid == self._uid and list(tokens[: len(held)]) == held:  # the usual case, compared in C
+            same = len(held)
+        elif uid == self._uid:
             limit = min(len(held), len(tokens))
             while same < limit and held[same] == tokens[same]:
                 same += 1
