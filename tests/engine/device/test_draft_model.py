@@ -8,6 +8,7 @@ alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +21,21 @@ from tinytitan.testing.batches import collect, row
 from tinytitan.testing.device import EXACT
 
 PROMPT = list(range(300, 360))  # no n-gram repeats: the lookup has nothing to offer at first
+
+
+@pytest.fixture(scope="module", autouse=True)
+def mlx_attention() -> Iterator[None]:
+    """mlx's own attention for every pass: the CPU attention in NumPy (installed process-wide once a
+    float32 CPU model loaded) takes only multi-token passes, and its ~1e-6 differences from mlx's
+    flip seeded draws on the random model's flat distributions (``test_speculative.py`` runs both
+    attentions with a bar for that; here the draft model's logic is what is tested)."""
+    from tinytitan.engine.models.mlx import cpu_attention
+
+    was = cpu_attention.installed()
+    cpu_attention.uninstall()
+    yield
+    if was:
+        cpu_attention.install()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,10 @@ from tinytitan.engine.models.mlx.loading import device_context
 from tinytitan.engine.request import Sampling
 from tinytitan.testing.device import EXACT
 
+# the attention under which seeded draws are compared exactly: the NumPy one takes only multi-token
+# passes, and its ~1e-6 differences from mlx's can flip a draw on the random model's flat
+# distributions (test_seeded_sampled_output_is_identical_with_drafts measures that with a bar)
+SEEDED = "mlx attention"
 # a prompt that repeats itself: the drafts find matches in it (and in what the model then repeats)
 LOOPED = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4 + [11, 12, 13]
 
@@ -85,14 +89,15 @@ def test_greedy_output_is_identical_with_drafts(model: Any, device: None) -> Non
         assert widest > 1  # some step emitted several tokens
 
 
-def test_several_rows_at_once_give_what_plain_decoding_gives(model: Any, device: None) -> None:
+def test_several_rows_at_once_give_what_plain_decoding_gives(model: Any, device: None, attention: str) -> None:
     """Rows in one batch step one token each; the one left alone drafts; every row's tokens are the
-    plain ones, greedy and seeded."""
+    plain ones, greedy and (with mlx's attention, see ``SEEDED``) seeded."""
     from tinytitan.engine.prompt_cache.memory import PromptCache
     from tinytitan.testing.batches import collect, row
 
     prompts, caps = [LOOPED, LOOPED[5:], [7, 8, 9] * 6], [12, 20, 48]
-    for sampling in (Sampling(temperature=0.0), Sampling(temperature=0.7, seed=5)):
+    seeded = [Sampling(temperature=0.7, seed=5)] if attention == SEEDED else []
+    for sampling in (Sampling(temperature=0.0), *seeded):
         got = []
         for drafts in (False, True):
             batch = MlxBatch(model, PromptCache(4), "m", [], 3, drafts=drafts, device=EXACT)
@@ -120,7 +125,7 @@ def together(model: Any, prompts: list[list[int]], caps: list[int], drafts: bool
         batch.close()
 
 
-def test_rows_that_all_draft_are_verified_together(model: Any, device: None) -> None:
+def test_rows_that_all_draft_are_verified_together(model: Any, device: None, attention: str) -> None:
     """Two rows whose lookups both guess draft in one pass; each keeps what both accepted. The
     tokens are plain decoding's, a cap or an end token inside a step ends its row there (the other
     goes on), and seeded rows draw as without drafts."""
@@ -138,10 +143,12 @@ def test_rows_that_all_draft_are_verified_together(model: Any, device: None) -> 
     end = plain[1][len(plain[1]) // 2]  # a token the second row emits, made the end token
     ended, _ = together(model, prompts, [30, 30], False, eos=[end])
     assert together(model, prompts, [30, 30], True, eos=[end])[0] == ended
-    seeded = {"temperature": 0.5, "seed": 3}
-    assert (
-        together(model, prompts, [24, 24], True, **seeded)[0] == together(model, prompts, [24, 24], False, **seeded)[0]
-    )
+    if attention == SEEDED:
+        seeded = {"temperature": 0.5, "seed": 3}
+        assert (
+            together(model, prompts, [24, 24], True, **seeded)[0]
+            == together(model, prompts, [24, 24], False, **seeded)[0]
+        )
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9, 17])

@@ -4,6 +4,7 @@ is refused before anything loads."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,22 @@ def answer(engine: Engine, seed: int) -> tuple[str, object]:
     return done.text, done.finished.usage
 
 
+@pytest.fixture
+def mlx_attention(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """mlx's own attention for every pass (see ``tests/engine/device/test_draft_model.py``: the NumPy
+    one takes only multi-token passes, and its ~1e-6 differences can flip a seeded draw here)."""
+    from tinytitan.engine.models.mlx import cpu_attention
+
+    was = cpu_attention.installed()
+    cpu_attention.uninstall()
+    monkeypatch.setattr(cpu_attention, "install", lambda: None)  # the backends' load would install it
+    yield
+    monkeypatch.undo()
+    if was:
+        cpu_attention.install()
+
+
+@pytest.mark.usefixtures("mlx_attention")
 def test_a_smaller_draft_model_changes_no_token(tiny_dir: Path) -> None:
     small = family_dir("qwen3")  # 2 layers of width 32 (the tiny model: 4 of 64), the same tokenizer
     plain = Engine(MlxBackend(str(tiny_dir), prompt_cache_entries=0, drafts=False))
