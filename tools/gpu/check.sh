@@ -6,15 +6,16 @@
 # Overridable: TESTS_TIMEOUT (330), DECODE_TIMEOUT (150), DECODE_TOKENS (128), PYTEST_ARGS (e.g. "-n 4": xdist).
 set -u
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/gpu_check_out}
+TMP=${TMPDIR:-/tmp}
+OUT=${OUT:-$TMP/gpu_check_out}
 mkdir -p "$OUT"
 T0=$(date +%s)
 stage() { echo; echo "=== $* (t=$(( $(date +%s) - T0 ))s)"; }
 
 # --- (a) reassemble the mlx-cuda-13 wheel ------------------------------------------------------
 stage "reassemble"
-WHEEL=/tmp/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl
-PART_A=/tmp/parts/mlxcuda.part.aa
+WHEEL=$TMP/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl
+PART_A=$TMP/parts/mlxcuda.part.aa
 [ -f "$PART_A" ] || PART_A=.gpuA/mlxcuda.part.aa   # call 1's ignored outputs may persist in the tree
 if [ ! -f "$PART_A" ] || [ ! -f .whl/mlxcuda.part.ab ]; then
     echo "GPU-CHECK: wheel part missing (aa: /tmp/parts or .gpuA; ab: .whl) — run call 1 again, then this within 30 s"

@@ -107,9 +107,7 @@ class DiskTier:
         self._jobs: queue.Queue[_Write | None] = queue.Queue(maxsize=4)
         self._writer: threading.Thread | None = None
         self._write_errors = 0
-        # written jobs, let go by the device thread (``save``): their views hold MLX arrays, which
-        # are freed where their last reference goes, and CUDA's allocator is the device thread's
-        self._spent: list[_Write] = []
+        self._spent: list[_Write] = []  # written jobs: their MLX arrays are freed by ``save`` (device thread)
 
     # -- inspection -------------------------------------------------------------------------------
     @property
@@ -185,9 +183,8 @@ class DiskTier:
     # -- save -------------------------------------------------------------------------------------
     def save(self, model: str, tokens: Sequence[int], cache: list[Any]) -> None:
         """Queue the blocks of ``cache`` (holding ``tokens``) that are not on disk yet."""
-        with self._lock:
-            spent, self._spent = self._spent, []
-        del spent  # the MLX arrays of written jobs are freed here, on the device thread
+        with self._lock:  # CUDA frees MLX arrays only on the device thread: written jobs are let go here
+            self._spent = []
         views = _views(cache)
         if views is None:
             return
