@@ -138,12 +138,20 @@ def server_decode(url: str, backend: MlxBackend, text: str, n: int, sampling: di
     last = 0.0
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as r:
         for line in r.iter_lines():
-            if '"content": "' in line and '"content": ""' not in line:
+            if line.startswith("data: {") and _content(line[len("data: ") :]):
                 last, last_tokens = time.perf_counter(), backend.tokens_generated
                 if first is None:
                     first, first_tokens = last, last_tokens
     assert first is not None and last > first
     return (last_tokens - first_tokens) / (last - first)
+
+
+def _content(chunk: str) -> str:
+    """The text a Chat Completions stream chunk carries (empty for role, usage and finish chunks)."""
+    import json
+
+    choices = json.loads(chunk).get("choices") or [{}]
+    return str(choices[0].get("delta", {}).get("content") or "")
 
 
 def bench_a(engine: Engine, n: int, rounds: int) -> None:
