@@ -10,11 +10,18 @@
 
 Both ``tinytitan serve`` and ``tinytitan.testing.server`` take their uvicorn options from
 ``uvicorn_options`` so tests run the same transport as production.
+
+The subclass reads uvicorn's per-connection state (``conn``, ``transport``, ``loop``, ``cycle``,
+``logger``) and calls its ``_unset_keepalive_if_required``: ``uvicorn_lacks()`` checks them on a
+protocol built for the purpose, and where one is gone (a uvicorn release past the bound in
+``pyproject.toml``) the server runs uvicorn's plain h11 protocol, without these two limits, and says
+so in one log line. ``tests/api/test_transport.py`` is the contract: run it before lifting the bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import h11
@@ -26,7 +33,10 @@ from tinytitan.engine.errors import HeadersTooLarge, RequestTimeout, TinyTitanEr
 from tinytitan.engine.request import new_id
 from tinytitan.settings import Settings
 
-__all__ = ["hardened_h11", "uvicorn_options"]
+__all__ = ["hardened_h11", "uvicorn_lacks", "uvicorn_options"]
+
+log = logging.getLogger("tinytitan.server")
+_CONNECTION_STATE = ("conn", "transport", "loop", "cycle", "logger")
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
@@ -109,10 +119,52 @@ def hardened_h11(header_limit: int, header_timeout: float) -> type[H11Protocol]:
     return HardenedH11Protocol
 
 
+def uvicorn_lacks() -> list[str]:
+    """What of uvicorn's h11 protocol ``hardened_h11`` relies on is missing in this uvicorn (empty: all there)."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # never called: the protocol is only built
+        raise NotImplementedError
+
+    loop = asyncio.new_event_loop()
+    try:
+        protocol = H11Protocol(Config(app=app, log_config=None), ServerState(), {}, _loop=loop)
+    except Exception as exc:  # a changed constructor
+        return [f"H11Protocol(config, server_state, app_state, _loop) ({type(exc).__name__}: {exc})"]
+    finally:
+        loop.close()
+    missing = [f"H11Protocol.{name}" for name in _CONNECTION_STATE if not hasattr(protocol, name)]
+    if not callable(getattr(protocol, "_unset_keepalive_if_required", None)):
+        missing.append("H11Protocol._unset_keepalive_if_required()")
+    if not isinstance(getattr(getattr(protocol, "conn", None), "trailing_data", None), tuple):
+        missing.append("h11.Connection.trailing_data")
+    return missing
+
+
+_checked: list[str] | None = None
+
+
+def _http_protocol(settings: Settings) -> Any:
+    """The hardened protocol, or uvicorn's own h11 (one warning per process) where it lacks what that needs."""
+    global _checked
+    if _checked is None:
+        _checked = uvicorn_lacks()
+        if _checked:
+            import uvicorn
+
+            log.warning(
+                "uvicorn %s lacks %s: serving without the request-header size limit and read timeout",
+                uvicorn.__version__,
+                ", ".join(_checked),
+            )
+    return "h11" if _checked else hardened_h11(settings.header_limit, settings.header_timeout)
+
+
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """The transport options of every server we start (CLI and tests alike)."""
     return {
-        "http": hardened_h11(settings.header_limit, settings.header_timeout),
+        "http": _http_protocol(settings),
         "h11_max_incomplete_event_size": settings.header_limit + 1024 * 1024,  # backstop
         "timeout_keep_alive": settings.keep_alive_timeout,
         "ws": "websockets-sansio",  # Responses over WebSocket (the guard refuses upgrades when it is off)

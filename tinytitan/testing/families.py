@@ -339,13 +339,15 @@ def build_family(name: str, out: str | Path, *, text_markers: bool = False) -> P
     """Write the family's model directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_lm.utils import _get_classes, save_config
+    from mlx_lm.utils import save_config
+
+    from tinytitan.engine.mlx_lm_adapter import model_classes
 
     family = _family(name, text_markers)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = _model_config(family)
-    model_class, args_class = _get_classes(config)
+    model_class, args_class = model_classes(config)
     mx.random.seed(SEED)
     model = model_class(args_class.from_dict(config))
     mx.eval(model.parameters())

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from tinytitan.engine.mlx_lm_adapter import decoder_layers
+
 __all__ = ["LAYER_WORK", "Interrupted", "LayerWatch", "rewind"]
 
 LAYER_WORK = 256  # the most tokens' work a cancelled row may still cost (one layer of one chunk)
@@ -69,13 +71,11 @@ class LayerWatch:
     """The per-layer watch over one model; ``layers`` 0 when the model has no ``layers`` to watch."""
 
     def __init__(self, model: Any) -> None:
-        layers = getattr(model, "layers", None)
         watched = 0
-        if isinstance(layers, list):
-            for layer in layers:
-                if type(layer) not in _subclasses.values():
-                    layer.__class__ = _watched(type(layer))
-                watched += 1
+        for layer in decoder_layers(model):
+            if type(layer) not in _subclasses.values():
+                layer.__class__ = _watched(type(layer))
+            watched += 1
         self.layers = watched
         self._cancelled: Callable[[], bool] = lambda: False
         self.layer_calls = 0  # layer calls while armed

@@ -35,6 +35,7 @@ from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.mlx_lm_adapter import TESTED, problems, set_prefill_step
 from tinytitan.engine.request import Sampling
 
 if TYPE_CHECKING:
@@ -101,8 +102,6 @@ class MlxBatch(Batch):
         # per step: (rows decoded, prompt tokens prefilled, seconds) — tests, benchmarks
         self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._running: dict[int, _Running] = {}  # by uid
-        # prompt-lookup drafts, and the draft model's where given (speculative.py)
-        self.speculator = Speculator(ModelDrafts(draft_model) if draft_model is not None else None) if drafts else None
         self._by_row: dict[int, _Running] = {}  # by row id
         with self._on_device():
             self.gen = BatchGenerator(
@@ -111,6 +110,13 @@ class MlxBatch(Batch):
                 prefill_batch_size=1,
                 prefill_step_size=self.prefill_alone,  # its prompt batch's largest product; each step sets its own
             )
+        # what this mlx-lm lacks of the adapter's contract turns off what needs it (one line, once)
+        lacking = problems(self.gen)
+        _say_lacking(lacking)
+        self.sized_steps = "prefill chunks" not in lacking  # else every chunk is prefill_alone
+        drafts = drafts and "drafts" not in lacking
+        # prompt-lookup drafts, and the draft model's where given (speculative.py)
+        self.speculator = Speculator(ModelDrafts(draft_model) if draft_model is not None else None) if drafts else None
 
     @property
     def rows(self) -> int:
@@ -181,7 +187,8 @@ class MlxBatch(Batch):
         began = time.perf_counter()
         # mlx-lm reads the chunk size at each step: a short one only when it would hold up a stream
         decoding = any(r.decoding for r in self._running.values())
-        self.gen.prefill_step_size = self.prefill_step if decoding else self.prefill_alone
+        if self.sized_steps:
+            set_prefill_step(self.gen, self.prefill_step if decoding else self.prefill_alone)
         lone = self._interruptible()
         armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else nullcontext()
         try:
@@ -272,6 +279,26 @@ class MlxBatch(Batch):
         with self._on_device():
             self.gen.close()
         self.model = self.gen = None  # the generator holds the model too
+
+
+_said: set[str] = set()
+
+
+def _say_lacking(lacking: dict[str, list[str]]) -> None:
+    """One warning per process for each feature this mlx-lm cannot serve (``mlx_lm_adapter.problems``)."""
+    import mlx_lm
+
+    for feature, missing in lacking.items():
+        if feature not in _said:
+            _said.add(feature)
+            consequence = "serving without drafts" if feature == "drafts" else "every prefill chunk is one size"
+            log.warning(
+                "mlx-lm %s lacks %s (checked against %s): %s",
+                getattr(mlx_lm, "__version__", "?"),
+                ", ".join(missing),
+                f"mlx-lm {TESTED}",
+                consequence,
+            )
 
 
 def _row_error(error: BaseException) -> BaseException:

@@ -1,4 +1,5 @@
-"""Speculative decoding with prompt-lookup drafts, and a draft model's, on mlx-lm's ``GenerationBatch``.
+"""Speculative decoding with prompt-lookup drafts, and a draft model's, on mlx-lm's ``GenerationBatch``
+(read and moved on through ``mlx_lm_adapter.DecodingRows``: no private attribute of mlx-lm here).
 
 Policy: a step drafts only when nothing waits to prefill and no decoding row has a grammar mask. A
 lone row drafts as below. Several rows draft together only when every row's lookup guessed its
@@ -35,6 +36,7 @@ from typing import Any
 from tinytitan.engine.device.draft_model import ModelDrafts
 from tinytitan.engine.device.drafts import DRAFT_TOKENS, PromptLookup
 from tinytitan.engine.device.sampling import Sampler
+from tinytitan.engine.mlx_lm_adapter import DecodingRows
 
 __all__ = ["START_K", "Speculator"]
 
@@ -66,19 +68,19 @@ class Speculator:
         """The step's responses (None: mlx-lm's own step) and what it was for a lone row: "plain",
         "lookup" or "model" drafts, "catch-up" (plain, and the draft model took in a chunk), or None
         (no lone decoding row)."""
-        batch = gen._generation_batch
-        if not len(batch) or len(gen._prompt_batch) or gen._unprocessed_sequences:
+        rows = DecodingRows.of(gen)
+        if rows is None:
             return None, None
-        self._rows = {uid: self._rows.get(uid) or _Row() for uid in batch.uids}
-        if len(batch) > 1:
-            return self._step_together(gen, batch, draftable), None
-        uid = batch.uids[0]
-        sampler = batch.samplers[0] if batch.samplers else None
-        room = batch.max_tokens[0] - batch._num_tokens[0] - 1  # tokens after y still allowed
+        self._rows = {uid: self._rows.get(uid) or _Row() for uid in rows.uids}
+        if len(rows.uids) > 1:
+            return self._step_together(gen, rows, draftable), None
+        uid = rows.uids[0]
+        sampler = rows.samplers[0] if rows.samplers else None
+        room = rows.room(0)  # tokens after y still allowed
         if not draftable(uid) or not isinstance(sampler, Sampler) or room <= 0:
             return None, "plain"
         k = min(room, self._rows[uid].k)
-        tokens = batch.tokens[0]
+        tokens = rows.tokens[0]
         # what followed the latest match of the text before y: its first token guesses y, so a step
         # whose lookup finds nothing, or guessed y wrong, is mlx-lm's own without waiting for y
         ahead = self._rows[uid].lookup.propose(tokens, 1 + k) if self.lookup else []
@@ -87,53 +89,52 @@ class Speculator:
             return None, "plain" if model is None else "catch-up"
         import mlx.core as mx
 
-        with mx.stream(gen._stream):
-            y = int(batch._next_tokens.item())
+        with mx.stream(gen.stream):
+            (y,) = rows.pending()
             if len(ahead) >= 2 and y == ahead[0]:
-                return self._verify(batch, [y], [ahead[1:]]), "lookup"
+                return self._verify(rows, [y], [ahead[1:]]), "lookup"
             if model is None or model.behind(uid, tokens):
                 return None, "plain" if model is None else "catch-up"
             draft = model.propose(uid, tokens, y, k)
             self.from_model += len(draft)
-            return self._verify(batch, [y], [draft]), "model"
+            return self._verify(rows, [y], [draft]), "model"
 
-    def _step_together(self, gen: Any, batch: Any, draftable: Callable[[int], bool]) -> list[Any] | None:
+    def _step_together(self, gen: Any, rows: DecodingRows, draftable: Callable[[int], bool]) -> list[Any] | None:
         """Several rows draft together only when every one may and every lookup guessed its row's
         pending token: one pass verifies k drafts per row and every row keeps the accepted count of
         the row that accepted fewest (mlx-lm's batch cache trims all rows alike)."""
-        uids = batch.uids
+        uids = rows.uids
         if not self.lookup or not all(draftable(uid) for uid in uids):
             return None
-        if not batch.samplers or not all(isinstance(s, Sampler) for s in batch.samplers):
+        if not rows.samplers or not all(isinstance(s, Sampler) for s in rows.samplers):
             return None
-        rooms = [most - done - 1 for most, done in zip(batch.max_tokens, batch._num_tokens, strict=True)]
-        k = min(min(rooms), *(self._rows[uid].k for uid in uids))
+        k = min(min(rows.room(i) for i in range(len(uids))), *(self._rows[uid].k for uid in uids))
         if k <= 0:
             return None
-        aheads = [self._rows[uid].lookup.propose(tokens, 1 + k) for uid, tokens in zip(uids, batch.tokens, strict=True)]
+        aheads = [self._rows[uid].lookup.propose(tokens, 1 + k) for uid, tokens in zip(uids, rows.tokens, strict=True)]
         if any(len(ahead) < 1 + k for ahead in aheads):
             return None
         import mlx.core as mx
 
-        with mx.stream(gen._stream):
-            ys: list[int] = batch._next_tokens.tolist()
+        with mx.stream(gen.stream):
+            ys = rows.pending()
             if any(y != ahead[0] for y, ahead in zip(ys, aheads, strict=True)):
                 return None
             self.together += 1
-            return self._verify(batch, ys, [ahead[1:] for ahead in aheads])
+            return self._verify(rows, ys, [ahead[1:] for ahead in aheads])
 
-    def _verify(self, batch: Any, ys: list[int], drafts: list[list[int]]) -> list[Any]:
+    def _verify(self, rows: DecodingRows, ys: list[int], drafts: list[list[int]]) -> list[Any]:
         """Verify ``drafts`` (``k`` for each row, after its pending token ``ys[i]``) in one pass."""
         import mlx.core as mx
 
         k = len(drafts[0])
         inputs = mx.array([[y, *draft] for y, draft in zip(ys, drafts, strict=True)], dtype=mx.uint32)
-        logits = batch.model(inputs, cache=batch.prompt_cache)  # (rows, k + 1, vocab)
+        logits = rows.model(inputs, cache=rows.cache)  # (rows, k + 1, vocab)
         logprobs, choices, keys, accepted = [], [], [], []
         for i, (y, draft) in enumerate(zip(ys, drafts, strict=True)):
-            row = _processed(batch, i, y, draft, logits[i])
+            row = _processed(rows, i, y, draft, logits[i])
             row = row - mx.logsumexp(row, axis=-1, keepdims=True)
-            chosen, row_keys = _draw(batch.samplers[i], row)
+            chosen, row_keys = _draw(rows.samplers[i], row)
             picked: list[int] = chosen.tolist()
             a = 0
             while a < k and draft[a] == picked[a]:
@@ -142,23 +143,22 @@ class Speculator:
             choices.append(chosen)
             keys.append(row_keys)
             accepted.append(a)
-            self._rows[batch.uids[i]].adapt(k, a)
+            self._rows[rows.uids[i]].adapt(k, a)
         a = min(accepted)  # what every row keeps: the cache is trimmed alike for all
         self.proposed += k * len(ys)
         self.accepted += a * len(ys)
-        _trim(batch.prompt_cache, k - a)  # the cache holds y and all k drafts: keep y and the accepted
+        _trim(rows.cache, k - a)  # the cache holds y and all k drafts: keep y and the accepted
         emitted, chosen_by = [], []
         for i, (y, draft) in enumerate(zip(ys, drafts, strict=True)):
             if keys[i]:  # the draws of the positions not kept never happened
-                batch.samplers[i].key = keys[i][a]
-            if batch.logits_processors and batch.logits_processors[i] and a:
-                batch._token_context[i].update_and_fetch(mx.array(draft[:a], dtype=mx.int32))
+                rows.samplers[i].key = keys[i][a]
+            if rows.processors and rows.processors[i] and a:
+                rows.context(i, mx.array(draft[:a], dtype=mx.int32))
             emitted.append([y, *draft[:a]])
             # the distribution each emitted token came from
-            chosen_by.append([batch._next_logprobs[i], *(logprobs[i][j] for j in range(a))])
-        batch._next_tokens = mx.concatenate([chosen[a : a + 1] for chosen in choices])
-        batch._next_logprobs = [row[a] for row in logprobs]
-        return _respond(batch, emitted, chosen_by)
+            chosen_by.append([rows.pending_logprobs(i), *(logprobs[i][j] for j in range(a))])
+        rows.set_pending(mx.concatenate([chosen[a : a + 1] for chosen in choices]), [row[a] for row in logprobs])
+        return _respond(rows, emitted, chosen_by)
 
 
 class _Row:
@@ -172,47 +172,39 @@ class _Row:
         self.k = min(DRAFT_TOKENS, 2 * k) if accepted == k else accepted + 1
 
 
-def _processed(batch: Any, i: int, y: int, draft: list[int], logits: Any) -> Any:
+def _processed(rows: DecodingRows, i: int, y: int, draft: list[int], logits: Any) -> Any:
     """Row ``i``'s logits at each position after its processors (penalties, run per position in
     order, each seeing the tokens plain decoding would have shown it)."""
     import mlx.core as mx
 
-    processors = batch.logits_processors[i] if batch.logits_processors else None
+    processors = rows.processors[i] if rows.processors else None
     if not processors:
         return logits
-    base = batch._token_context[i].update_and_fetch(mx.array([y], dtype=mx.int32))
-    rows = []
+    base = rows.context(i, mx.array([y], dtype=mx.int32))
+    out = []
     for j in range(len(draft) + 1):
         context = base if j == 0 else mx.concatenate([base, mx.array(draft[:j], dtype=mx.int32)])
         row = logits[j : j + 1]
         for processor in processors:
             row = processor(context, row)
-        rows.append(row)
-    return mx.concatenate(rows, axis=0)
+        out.append(row)
+    return mx.concatenate(out, axis=0)
 
 
-def _respond(batch: Any, emitted: list[list[int]], logprobs: list[list[Any]]) -> list[Any]:
+def _respond(rows: DecodingRows, emitted: list[list[int]], logprobs: list[list[Any]]) -> list[Any]:
     """One response per emitted token, ending a row at its cap or end token like plain steps (its
     cache then holds what it emitted, no more); rows that ended leave the batch."""
     responses, keep = [], []
-    for i, uid in enumerate(batch.uids):
+    for i in range(len(rows.uids)):
         for j, token in enumerate(emitted[i]):
-            batch.tokens[i].append(token)
-            batch._num_tokens[i] += 1
-            finish = "length" if batch._num_tokens[i] >= batch.max_tokens[i] else None
-            if batch._matchers[i].advance(token):
-                finish = "stop"
-            if finish is None:
-                responses.append(batch.Response(uid, token, logprobs[i][j], None, None, None))
-                continue
-            cache = batch.extract_cache(i)
-            _trim(cache, len(emitted[i]) - 1 - j)
-            responses.append(batch.Response(uid, token, logprobs[i][j], finish, cache, batch.tokens[i]))
-            break
+            response = rows.emit(i, token, logprobs[i][j])
+            responses.append(response)
+            if response.finish_reason is not None:
+                _trim(response.prompt_cache, len(emitted[i]) - 1 - j)
+                break
         else:
             keep.append(i)
-    if len(keep) < len(batch.uids):
-        batch.filter(keep)
+    rows.keep(keep)
     return responses
 
 

@@ -70,10 +70,10 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _reference(family: str) -> tuple[Any, dict[str, Any]]:
-    from mlx_lm.utils import _get_classes
+    from tinytitan.engine.mlx_lm_adapter import model_classes
 
     config = {**BASE, "model_type": family, **FAMILIES[family]}
-    model_class, args_class = _get_classes(config)
+    model_class, args_class = model_classes(config)
     mx.random.seed(7)
     model = model_class(args_class.from_dict(config))
     model.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.2, model.parameters()))

@@ -28,13 +28,12 @@ def parallelism_for(config: dict[str, Any], requested: str, size: int) -> str:
     ``serve`` asks on its main thread, before the engine and its device worker exist: the calling
     thread is a device thread while the skeleton is built (``TINYTITAN_DEVICE_CHECK``) — its arrays
     are never evaluated and are dropped here; a follower's main thread is its device thread anyway."""
-    from mlx_lm.utils import _get_classes
-
     from tinytitan.engine.device import thread as device_thread
+    from tinytitan.engine.mlx_lm_adapter import model_classes
 
     architecture = str(config.get("model_type", "?"))
     try:
-        model_class, args_class = _get_classes(config)
+        model_class, args_class = model_classes(config)
         with device_thread.claimed():
             skeleton = model_class(args_class.from_dict(config))
     except (ValueError, ImportError, KeyError, TypeError) as exc:

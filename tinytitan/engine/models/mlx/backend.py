@@ -323,6 +323,7 @@ class MlxBackend(Backend):
             drafts=self.drafts,
             draft_model=self._draft,
         )
+        self.drafts = self.batch.speculator is not None  # off where this mlx-lm lacks what drafts need
         return self.batch
 
     def _count(self, n: int) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.grammar.calls import FORCED_SYNTAXES
+from tinytitan.engine.mlx_lm_adapter import infer_tool_parser
 from tinytitan.engine.models.mlx.resolve import read_json
 from tinytitan.engine.output.harmony import is_harmony
 
@@ -28,16 +29,6 @@ HARMONY = "harmony"
 FORCEABLE = FORCED_SYNTAXES  # syntaxes a forced call can be written for as a grammar
 
 
-class _TemplateOnly:
-    """Just enough of a tokenizer for mlx-lm's template-based inference."""
-
-    def __init__(self, template: str) -> None:
-        self.chat_template = template
-
-    def get_vocab(self) -> dict[str, int]:
-        return {}
-
-
 def tool_syntax(path: Path, template: str) -> str | None:
     """``harmony``, an mlx-lm tool parser's name, or None (no syntax this server can parse)."""
     if is_harmony(template):
@@ -45,10 +36,7 @@ def tool_syntax(path: Path, template: str) -> str | None:
     declared = read_json(path / "tokenizer_config.json").get("tool_parser_type")
     if isinstance(declared, str) and declared:
         return declared
-    from mlx_lm.tokenizer_utils import _infer_tool_parser
-
-    inferred: str | None = _infer_tool_parser(_TemplateOnly(template))
-    return inferred
+    return infer_tool_parser(template)
 
 
 def wrap_parser(syntax: str | None, parse: Any) -> Any:
