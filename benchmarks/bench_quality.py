@@ -29,7 +29,7 @@ import re  # noqa: E402
 import time  # noqa: E402
 
 from tinytitan.engine.build import build_engine  # noqa: E402
-from tinytitan.engine.defaults import describe_defaults  # noqa: E402
+from tinytitan.engine.request.defaults import describe_defaults  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, Sampling  # noqa: E402

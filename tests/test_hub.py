@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.hub import cached_repos, find_cached, remove
 from tinytitan.testing.catalog import fake_hub_repo
 

@@ -79,13 +79,107 @@ def test_the_engine_knows_no_protocol(module: str) -> None:
     assert crossing == []
 
 
-# -- the engine by stage (issue 24): each stage imports only what lies below it ---------------------
+# -- the engine by stage (issues 24 and 35): each stage imports only what lies below it -------------
+# Bottom first. A module of one stage may import its own stage and any stage below, never one above;
+# every import counts — at the top, inside a function (lazy), or under TYPE_CHECKING.
+STAGE_ORDER: tuple[tuple[str, ...], ...] = (
+    ("errors", "events", "readiness", "mlx_lm_adapter"),  # the vocabulary every stage shares
+    ("grammar",),  # grammars and the llguidance mask: from schemas, tool lists and token ids alone
+    ("output",),  # generated text → events
+    ("request",),  # ChatRequest, the validator, reasoning, routing, sampling and its defaults
+    ("prompt_cache",),  # KV snapshots by (model identity, token prefix), RAM and disk
+    ("device",),  # the worker, the batches it steps, sampling, distributed stepping
+    ("models",),  # backends: files, facts, loading, rendering; they open batches on the device
+    ("memory", "loops", "queue", "cpu_pool"),  # around one generation
+    ("job",),  # one admitted generation
+    ("service",),  # the Engine facade
+    ("passes",),  # the server's own passes, through the Engine
+    ("build",),  # the composition root: settings → backends → Engine
+)
+RANK = {stage: rank for rank, stages in enumerate(STAGE_ORDER) for stage in stages}
 ABOVE_THE_STAGES = ("tinytitan.settings", "tinytitan.engine.build", "tinytitan.engine.service", "tinytitan.engine.job")
-STAGES = ("models", "device", "grammar", "output", "prompt_cache")
+
+
+def stage_of(name: str) -> str:
+    """``tinytitan.engine.device.worker`` → ``device``; ``tinytitan.engine.job`` → ``job``."""
+    return name.split(".")[2]
 
 
 def engine_modules(*packages: str) -> list[str]:
     return [m for m in ENGINE_MODULES if any(m.startswith(f"engine/{p}/") for p in packages)]
+
+
+def test_every_engine_module_has_a_stage() -> None:
+    stages = {stage_of(module_name(ROOT / m)) for m in ENGINE_MODULES if m != "engine/__init__.py"}
+    assert sorted(stages - set(RANK)) == []
+
+
+@pytest.mark.parametrize("module", [m for m in ENGINE_MODULES if m != "engine/__init__.py"])
+def test_a_stage_imports_only_stages_below_it(module: str) -> None:
+    rank = RANK[stage_of(module_name(ROOT / module))]
+    found = {m for m in imports(ROOT / module) if within(m, "tinytitan.engine") and m != "tinytitan.engine"}
+    above = sorted(m for m in found if RANK.get(stage_of(m), -1) > rank)
+    assert above == []
+    assert not any(within(m, "tinytitan.settings") for m in imports(ROOT / module)) or module == "engine/build.py"
+
+
+MODULES = {module_name(p) for p in ROOT.rglob("*.py")}
+
+
+def graph_imports(path: Path) -> set[str]:
+    """Our modules ``path`` imports, as ``imports`` reads them, except that ``from pkg import sub`` (a
+    submodule) counts as importing ``pkg.sub`` alone: the package is only the way in."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            named = [f"{module}.{alias.name}" for alias in node.names]
+            submodules = [name for name in named if name in MODULES]
+            found.update(submodules)
+            if len(submodules) < len(named):  # a name the module (or the package's __init__) defines
+                found.add(module)
+    return found & MODULES
+
+
+def test_no_import_circles_in_the_engine() -> None:
+    """Strongly connected components of the engine's import graph (every import counted)."""
+    paths = {module_name(ROOT / m): ROOT / m for m in ENGINE_MODULES}
+    graph = {name: sorted(graph_imports(path) & set(paths) - {name}) for name, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    assert circles == []
+
+
+STAGES = ("models", "device", "grammar", "output", "prompt_cache")
 
 
 @pytest.mark.parametrize("module", engine_modules(*STAGES))

@@ -14,9 +14,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx.resolve import (
     ALLOW_PATTERNS,
-    ModelUnavailable,
     hub_cache_dir,
     hub_offline,
     root_cause,

@@ -22,10 +22,10 @@ import pytest
 
 from tinytitan.engine.device.batch import Row
 from tinytitan.engine.device.mlx_batch import MlxBatch
+from tinytitan.engine.device.placement import has_accelerator
 from tinytitan.engine.models.catalog import CatalogEntry, scan
 from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.models.mlx import MlxBackend
-from tinytitan.engine.models.mlx.loading import has_accelerator
 from tinytitan.engine.request import ChatRequest, Message
 from tinytitan.settings import Settings
 from tinytitan.testing.catalog import B_CONTEXT, B_DEFAULTS, build_catalog

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tinytitan.engine.defaults import GENERATION_CONFIG, REQUEST, SERVE_FLAG, SERVER_DEFAULT, model_defaults
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.defaults import GENERATION_CONFIG, REQUEST, SERVE_FLAG, SERVER_DEFAULT, model_defaults
 from tinytitan.settings import Settings
 from tinytitan.testing.server import LiveServer, live_server
 

@@ -210,7 +210,7 @@ def test_serve_with_memory_from_the_environment_uses_the_launch_directory(tmp_pa
 def served_catalog() -> list[str]:
     """What ``build_catalog``'s directory is served as on this machine: ``<id>@cpu`` beside each id
     where mlx has an accelerator (Metal, CUDA), as the server decides it (issue 28.4)."""
-    from tinytitan.engine.models.mlx.loading import has_accelerator
+    from tinytitan.engine.device.placement import has_accelerator
 
     ids = ["tiny-a", "tiny-b"]
     return [v for i in ids for v in ([i, f"{i}@cpu"] if has_accelerator() else [i])]

@@ -4,6 +4,7 @@ serve --draft-model (TINYTITAN_DRAFT_MODEL): reaching the backend, or refused in
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -41,6 +42,8 @@ def test_the_banner_says_when_drafts_are_on() -> None:
     assert Settings().drafts is True
     assert "prompt-lookup drafts" in _engine_note(Settings(model="m"))
     assert "drafts" not in _engine_note(Settings(model="m", drafts=False))
+    # a backend that turned them off (this mlx-lm lacks what they need: mlx_lm_adapter.problems)
+    assert "drafts" not in _engine_note(Settings(model="m"), SimpleNamespace(drafts=False))
 
 
 def test_the_draft_model_flag_reaches_the_settings_and_the_banner(monkeypatch: pytest.MonkeyPatch) -> None:

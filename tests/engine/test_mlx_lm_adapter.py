@@ -31,7 +31,7 @@ EOS = 151645
 @pytest.fixture(scope="module")
 def model(tiny_dir: Any) -> Any:
     from tinytitan.engine.device import thread as device_thread
-    from tinytitan.engine.models.mlx.loading import device_context
+    from tinytitan.engine.device.placement import device_context
 
     with device_thread.claimed(), device_context(EXACT):
         from mlx_lm import load
@@ -44,7 +44,7 @@ def model(tiny_dir: Any) -> Any:
 def gen(model: Any, device: None) -> Iterator[Any]:
     from mlx_lm.generate import BatchGenerator
 
-    from tinytitan.engine.models.mlx.loading import device_context
+    from tinytitan.engine.device.placement import device_context
 
     with device_context(EXACT):
         generator = BatchGenerator(model, completion_batch_size=4, prefill_batch_size=1, prefill_step_size=2048)
@@ -188,7 +188,7 @@ def test_keep_filters_rows(gen: Any) -> None:
 def test_the_decoder_layers_are_called_in_order_with_the_hidden_state_first(model: Any, device: None) -> None:
     import mlx.core as mx
 
-    from tinytitan.engine.models.mlx.loading import device_context
+    from tinytitan.engine.device.placement import device_context
 
     layers = decoder_layers(model)
     assert layers and layers == list(model.layers)

@@ -209,7 +209,7 @@ def pull(
     cache_dir: Path = _CACHE_DIR,
 ) -> None:
     """Download a model into the Hugging Face cache (resumes a partial download)."""
-    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.files import ModelUnavailable
     from tinytitan.hub import pull as hub_pull
 
     try:
@@ -262,7 +262,7 @@ def rm(
     A GGUF file itself (Ollama's, LM Studio's, the embedded one) stays: only TinyTitan's converted
     copy goes, and the next load converts the file again.
     """
-    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.files import ModelUnavailable
     from tinytitan.hub import find_cached, remove
 
     try:

@@ -223,14 +223,14 @@ def _say(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def _engine_note(settings: Settings, engine: Engine) -> str:
+def _engine_note(settings: Settings, backend: object = None) -> str:
     if settings.stub:
         return "scripted"
     from tinytitan.cpu_blas import blas_state
 
     blas = blas_state().describe()
     disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
-    on = settings.drafts and getattr(engine.backend, "drafts", True)  # off where this mlx-lm lacks what they need
+    on = settings.drafts and getattr(backend, "drafts", True)  # the backend's: off where mlx-lm lacks what they need
     drafts = ", prompt-lookup drafts" if on else ""
     if on and settings.draft_model:
         drafts += f" and {Path(settings.draft_model.rstrip('/')).name}'s"  # a path's or hub id's last part
@@ -285,13 +285,13 @@ def _banner(engine: Engine, settings: Settings) -> str:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     where = f"at http://{host}:{settings.port}/v1"
     if not engine.models.catalog:
-        facts = f"context {engine.info.context_window} tokens, {_engine_note(settings, engine)}"
+        facts = f"context {engine.info.context_window} tokens, {_engine_note(settings, engine.backend)}"
         return f"TinyTitan serving '{engine.info.id}' {where} ({facts})"
     ids = engine.model_ids()
     shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
     first = engine.models.preferred
     facts = f"{first} loaded" if first else "each loaded on its first request"
-    facts += f", {_engine_note(settings, engine)}"
+    facts += f", {_engine_note(settings, engine.backend)}"
     return f"TinyTitan serving a catalog of {len(ids)} models ({shown}) {where} ({facts})"
 
 
@@ -360,7 +360,7 @@ def _serve(
     failed: list[str] = []
 
     def settled(readiness: Readiness) -> None:
-        from tinytitan.engine.defaults import describe_defaults
+        from tinytitan.engine.request.defaults import describe_defaults
 
         display.clear()
         if server.should_exit:  # stopping already: no banner

@@ -9,6 +9,7 @@ from tinytitan.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from tinytitan.engine.device.distributed import Distributed
+    from tinytitan.engine.memory.decorator import MemoryDecorator
     from tinytitan.engine.models.base import Backend
     from tinytitan.engine.models.catalog import CatalogEntry
     from tinytitan.engine.models.manager import ModelManager
@@ -30,7 +31,7 @@ def build_backend(settings: Settings, distributed: Distributed | None = None) ->
         return StubBackend(
             load_script(settings.stub), model_id=settings.model_id, context_override=settings.max_context
         )
-    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.files import ModelUnavailable
 
     try:
         draft = {"draft_model": settings.draft_model} if settings.draft_model else {}
@@ -61,7 +62,7 @@ def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **
 def _catalog_backend(settings: Settings, entry: CatalogEntry, model_id: str, device: str | None) -> Backend:
     """Built on a catalog model's first request: its files may have gone since the scan (a 503)."""
     from tinytitan.engine.errors import ModelLoadFailed
-    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.models.files import ModelUnavailable
 
     try:
         return _mlx_backend(settings, str(entry.path), model_id, device=device)
@@ -74,9 +75,9 @@ def build_catalog(settings: Settings) -> ModelManager:
     second real engine; ``SettingsError`` when it holds no loadable model or ``--model`` names none of it."""
     from functools import partial
 
+    from tinytitan.engine.device.placement import DTYPES, has_accelerator
     from tinytitan.engine.models.catalog import scan
     from tinytitan.engine.models.manager import ModelManager
-    from tinytitan.engine.models.mlx.loading import DTYPES, has_accelerator
 
     if settings.dtype not in DTYPES:
         raise SettingsError(f"unknown dtype {settings.dtype!r}; choose from {', '.join(DTYPES)}")
@@ -95,6 +96,24 @@ def build_catalog(settings: Settings) -> ModelManager:
     return models
 
 
+def _memory(settings: Settings) -> MemoryDecorator:
+    """The memory decorator ``--memory`` asks for, configured by ``settings``."""
+    from tinytitan.engine.memory.decorator import MemoryConfig, MemoryDecorator
+    from tinytitan.engine.memory.store import Retention
+
+    if not settings.memory_dir or not settings.launch_dir:
+        raise SettingsError("memory needs memory_dir and launch_dir (the CLI fills both)")
+    config = MemoryConfig(
+        directory=settings.memory_dir,
+        launch_dir=settings.launch_dir,
+        tools=settings.memory_tools,
+        rounds=settings.memory_tool_rounds,
+        fsync=settings.memory_fsync,
+        retention=Retention(settings.memory_max_records, settings.memory_max_mib * 1024 * 1024),
+    )
+    return MemoryDecorator(config)
+
+
 def build_engine(settings: Settings, backend: Backend | ModelManager | None = None) -> Engine:
     """The Engine over ``backend`` (built from ``settings`` when not given: the catalog of
     ``--models-dir``, else one model), configured by ``settings``."""
@@ -103,9 +122,7 @@ def build_engine(settings: Settings, backend: Backend | ModelManager | None = No
 
     memory = None
     if settings.memory:
-        from tinytitan.engine.memory.decorator import MemoryConfig, MemoryDecorator
-
-        memory = MemoryDecorator(MemoryConfig.from_settings(settings))
+        memory = _memory(settings)
     if backend is None:
         backend = build_catalog(settings) if settings.models_dirs else build_backend(settings)
     from tinytitan.engine.models.manager import ModelManager

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
@@ -27,14 +27,28 @@ from tinytitan.engine.queue import Ticket
 from tinytitan.engine.request import ValidatedRequest
 
 if TYPE_CHECKING:
-    from tinytitan.engine.service import Engine
+    from tinytitan.engine.device.worker import DeviceWorker
+    from tinytitan.engine.models.manager import ModelManager
 
-__all__ = ["Completion", "Job", "Rounds"]
+__all__ = ["Completion", "Host", "Job", "Rounds"]
 
 log = logging.getLogger("tinytitan.engine")
 
 Generate = Callable[[Generation], AsyncGenerator[Event, None]]
 Rounds = Callable[[Generate, Generation], AsyncGenerator[Event, None]]  # several generations (memory)
+
+
+class Host(Protocol):
+    """What a ``Job`` reads of the Engine that admitted it (so this module never imports the Engine)."""
+
+    @property
+    def jobs(self) -> set[Job]: ...
+
+    @property
+    def device(self) -> DeviceWorker: ...
+
+    @property
+    def models(self) -> ModelManager: ...
 
 
 @dataclass(slots=True)
@@ -53,7 +67,7 @@ class Job:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Host,
         request: ValidatedRequest,
         prompt: Prompt,
         max_new: int,

@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytitan.engine.cpu_pool import CpuPool
-from tinytitan.engine.defaults import with_flags
 from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
@@ -35,6 +34,7 @@ from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.queue import AdmissionQueue
 from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
+from tinytitan.engine.request.defaults import with_flags
 from tinytitan.engine.request.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.request.validate import validate
 

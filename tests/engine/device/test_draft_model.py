@@ -15,7 +15,7 @@ import pytest
 
 from tinytitan.engine.device.draft_model import CATCH_UP, ModelDrafts, Pace
 from tinytitan.engine.device.mlx_batch import MlxBatch
-from tinytitan.engine.models.mlx.loading import device_context
+from tinytitan.engine.device.placement import device_context
 from tinytitan.engine.request import Sampling
 from tinytitan.testing.batches import collect, row
 from tinytitan.testing.device import EXACT

@@ -13,8 +13,8 @@ import pytest
 
 from tinytitan.engine.device.batch import Output, Row
 from tinytitan.engine.device.mlx_batch import MlxBatch
+from tinytitan.engine.device.placement import device_context
 from tinytitan.engine.models.base import Prompt
-from tinytitan.engine.models.mlx.loading import device_context
 from tinytitan.engine.request import Sampling
 from tinytitan.testing.device import EXACT
 

@@ -76,7 +76,7 @@ def test_a_forced_call_with_free_text_arguments_fits_its_grammar_on_both_tokeniz
     a plain-text end marker used to be a hidden ``stop`` the tokens could not write (GLM's ``>\\n``)."""
     import llguidance
 
-    from tinytitan.engine.grammar.mask import grammar_for
+    from tinytitan.engine.models.grammar import grammar_for
 
     name = variant.partition("@")[0]
     backend = backends[variant]

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from tinytitan.engine.defaults import GENERATION_CONFIG, REQUEST, SERVE_FLAG, SERVER_DEFAULT, model_defaults, with_flags
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.request import (
     ChatRequest,
@@ -22,6 +21,14 @@ from tinytitan.engine.request import (
     ToolCall,
     ToolChoice,
     ValidatedRequest,
+)
+from tinytitan.engine.request.defaults import (
+    GENERATION_CONFIG,
+    REQUEST,
+    SERVE_FLAG,
+    SERVER_DEFAULT,
+    model_defaults,
+    with_flags,
 )
 from tinytitan.engine.request.validate import MAX_MESSAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS, validate
 

@@ -15,11 +15,11 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tinytitan.engine.request import ValidatedRequest
 
-__all__ = ["Batch", "Output", "Row"]
+__all__ = ["Batch", "Output", "Resident", "Row", "fail_rows"]
 
 _ids = itertools.count(1)
 
@@ -97,6 +97,19 @@ class Batch(ABC):
     def shutdown(self) -> None:
         """The device worker stops for good (rank 0 of a group tells the others)."""
         self.close()
+
+
+class Resident(Protocol):
+    """What the device worker asks of a model it makes resident (``models.base.Backend`` is one)."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def load(self) -> None: ...
+
+    def unload(self, *, keep_prompt_cache: bool = False) -> bool: ...
+
+    def open_batch(self) -> Batch: ...
 
 
 def fail_rows(rows: Sequence[Row], error: BaseException) -> list[Output]:

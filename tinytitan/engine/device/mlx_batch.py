@@ -123,7 +123,7 @@ class MlxBatch(Batch):
         return len(self._running)
 
     def _on_device(self) -> AbstractContextManager[Any]:
-        from tinytitan.engine.models.mlx.loading import device_context
+        from tinytitan.engine.device.placement import device_context
 
         return device_context(self.device)  # type: ignore[no-any-return]
 

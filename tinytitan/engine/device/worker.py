@@ -24,13 +24,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tinytitan.engine.device.batch import Batch, Output, Row, fail_rows
+from tinytitan.engine.device.batch import Batch, Output, Resident, Row, fail_rows
 from tinytitan.engine.errors import GenerationFailed, ShuttingDown, TinyTitanError
-
-if TYPE_CHECKING:
-    from tinytitan.engine.models.base import Backend
 
 __all__ = ["DeviceWorker", "Switch"]
 
@@ -62,7 +59,7 @@ _CLOSE = object()
 class DeviceWorker:
     """``backend_of(model_id)`` builds or returns a model's backend (facts only; the worker loads it)."""
 
-    def __init__(self, backend_of: Callable[[str], Backend], *, log_loads: bool = True) -> None:
+    def __init__(self, backend_of: Callable[[str], Resident], *, log_loads: bool = True) -> None:
         self._backend_of = backend_of
         self._log_loads = log_loads
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -283,7 +280,7 @@ class DeviceWorker:
             self.batch = backend.open_batch()
         return self.batch
 
-    def _switch(self, model_id: str, backend: Backend) -> None:
+    def _switch(self, model_id: str, backend: Resident) -> None:
         previous = self.resident
         started = time.perf_counter()
         if self.batch is not None:

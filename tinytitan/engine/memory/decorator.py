@@ -24,7 +24,6 @@ from tinytitan.engine.memory.scope import Scope, resolve_scope
 from tinytitan.engine.memory.store import MemoryBank, MemoryStore, Retention
 from tinytitan.engine.memory.tools import memory_tools
 from tinytitan.engine.request import Tool, ValidatedRequest
-from tinytitan.settings import Settings, SettingsError
 
 __all__ = ["MemoryConfig", "MemoryDecorator", "MemoryPlan"]
 
@@ -52,19 +51,6 @@ class MemoryConfig:
     retention: Retention = field(default_factory=Retention)
     user: str = ""  # "" → the OS account running the server
     home: str = ""  # "" → that account's home directory
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> MemoryConfig:
-        if not settings.memory_dir or not settings.launch_dir:
-            raise SettingsError("memory needs memory_dir and launch_dir (the CLI fills both)")
-        return cls(
-            directory=settings.memory_dir,
-            launch_dir=settings.launch_dir,
-            tools=settings.memory_tools,
-            rounds=settings.memory_tool_rounds,
-            fsync=settings.memory_fsync,
-            retention=Retention(settings.memory_max_records, settings.memory_max_mib * 1024 * 1024),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tinytitan.engine.defaults import applied_defaults
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx.facts import Description, check_loadable, describe, read_facts
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable, hub_cache_dir
+from tinytitan.engine.models.mlx.resolve import hub_cache_dir
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.defaults import applied_defaults
 
 __all__ = [
     "HF",

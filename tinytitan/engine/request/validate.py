@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 
-from tinytitan.engine.defaults import REQUEST, applied_defaults
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.grammar.schema import DEFAULT_TOOL_SCHEMA, compile_schema
 from tinytitan.engine.request import (
@@ -27,6 +26,7 @@ from tinytitan.engine.request import (
     ValidatedRequest,
     tool_source,
 )
+from tinytitan.engine.request.defaults import REQUEST, applied_defaults
 from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.request.output_format import parse_output_format
 from tinytitan.engine.request.reasoning import resolve_level

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_map
 
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.gguf.convert import gguf_model_dir
 from tinytitan.engine.models.gguf.file import read_gguf
 from tinytitan.engine.models.gguf.quants import decode, q4_k_groups, tensor_nbytes
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable, resolve_model
+from tinytitan.engine.models.mlx.resolve import resolve_model
 from tinytitan.testing.gguf_files import write_gguf
 
 pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.gguf.stores import gguf_store_models, lmstudio_models, ollama_models
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable, resolve_model
+from tinytitan.engine.models.mlx.resolve import resolve_model
 
 GGUF_BYTES = b"GGUF\x03\x00\x00\x00" + b"\x00" * 16
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import MlxBackend
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable
 from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling
 from tinytitan.engine.service import Engine
 from tinytitan.testing.families import family_dir

@@ -10,9 +10,10 @@ import pytest
 from mlx.utils import tree_flatten
 
 from tinytitan.engine.build import build_catalog
+from tinytitan.engine.device import placement
 from tinytitan.engine.device import thread as device_thread
+from tinytitan.engine.device.placement import compute_dtype
 from tinytitan.engine.models.mlx import MlxBackend, loading
-from tinytitan.engine.models.mlx.loading import compute_dtype
 from tinytitan.engine.request import ChatRequest, Message, Sampling
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -105,14 +106,14 @@ def test_a_cpu_variant_is_built_and_run_for_real_on_the_cpu_device(
     import threading
 
     entered: list[tuple[str, str | None]] = []
-    context = loading.device_context
+    context = placement.device_context
 
     def recording(device: str | None) -> object:
         entered.append((threading.current_thread().name, device))
         return context(device)
 
-    monkeypatch.setattr(loading, "has_accelerator", lambda: True)  # what lists the variant
-    monkeypatch.setattr(loading, "device_context", recording)
+    monkeypatch.setattr(placement, "has_accelerator", lambda: True)  # what lists the variant
+    monkeypatch.setattr(placement, "device_context", recording)
     models = build_catalog(Settings(models_dirs=(str(lay_out_catalog(tmp_path / "models", quantized_dir)),)))
     assert models.ids() == ["tiny-a", "tiny-a@cpu", "tiny-b", "tiny-b@cpu"]
     cpu, default = models.backend("tiny-a@cpu"), models.backend("tiny-a")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tinytitan.engine.models.files import context_window, sampling_defaults
 from tinytitan.engine.models.mlx import DEFAULT_MODEL, MlxBackend, ModelUnavailable, resolve_model
-from tinytitan.engine.models.mlx.resolve import context_window, sampling_defaults
 
 
 @pytest.fixture()

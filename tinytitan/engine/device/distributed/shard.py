@@ -49,13 +49,12 @@ def load_sharded(path: Path, dtype_setting: str, group: Group, parallel: str) ->
     import mlx.core as mx
     from mlx_lm.utils import dequantize_model, load_model
 
-    from tinytitan.engine.models.mlx.loading import compute_dtype
-    from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+    from tinytitan.engine.device.placement import compute_dtype
 
     try:
         model, _config = load_model(path, lazy=True)
     except (FileNotFoundError, ValueError) as exc:
-        raise ModelUnavailable(f"cannot load the weights in {path}: {exc}") from exc
+        raise DistributedError(f"cannot load the weights in {path}: {exc}") from exc
     target = compute_dtype(dtype_setting)
     if target is not None:
         model = dequantize_model(model)

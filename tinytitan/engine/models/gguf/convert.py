@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine.device import thread as device_thread
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.gguf.arch import UnsupportedArchitecture, mlx_config, mlx_name, norm_offset
 from tinytitan.engine.models.gguf.cache import SOURCE_FILE, gguf_cache_dir
 from tinytitan.engine.models.gguf.file import GGUFError, GGUFFile, read_gguf
 from tinytitan.engine.models.gguf.quants import UnsupportedQuantization, decode, tensor_nbytes
 from tinytitan.engine.models.gguf.tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable
 from tinytitan.engine.readiness import progress
 
 __all__ = ["CONVERTER_VERSION", "convert", "file_digest", "gguf_cache_dir", "gguf_model_dir"]

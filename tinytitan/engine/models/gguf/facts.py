@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tinytitan.engine.defaults import model_defaults
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.gguf.arch import ARCHITECTURES
 from tinytitan.engine.models.gguf.file import GGUFError, read_gguf
 from tinytitan.engine.models.mlx.facts import Description
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable
 from tinytitan.engine.models.mlx.syntax import FORCEABLE, tool_syntax
 from tinytitan.engine.models.mlx.template import read_levels
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.defaults import model_defaults
 
 __all__ = ["gguf_facts"]
 

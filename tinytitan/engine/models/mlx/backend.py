@@ -24,11 +24,13 @@ from jinja2 import TemplateError
 
 from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.device.mlx_batch import PREFILL_STEP, MlxBatch
+from tinytitan.engine.device.placement import DTYPES, compute_dtype
 from tinytitan.engine.errors import InvalidRequest, ShuttingDown
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
 from tinytitan.engine.models.mlx.facts import read_facts
-from tinytitan.engine.models.mlx.resolve import ModelSource, ModelUnavailable, resolve_model
+from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
 from tinytitan.engine.models.mlx.syntax import HARMONY, wrap_parser
 from tinytitan.engine.models.mlx.template import (
     ends_in_open_thought,
@@ -67,8 +69,8 @@ class MlxBackend(Backend):
         device: str | None = None,
         distributed: Distributed | None = None,
     ) -> None:
-        if dtype not in loading.DTYPES:
-            choices = ", ".join(loading.DTYPES)
+        if dtype not in DTYPES:
+            choices = ", ".join(DTYPES)
             raise ModelUnavailable(f"unknown dtype {dtype!r}; choose from {choices}")
         self.source: ModelSource = resolve_model(model, model_id)
         facts = read_facts(self.source.path, self.source.model_id, max_context)
@@ -115,6 +117,11 @@ class MlxBackend(Backend):
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    @property
+    def model(self) -> Any:
+        """The loaded weights (None until ``load``; this rank's shard in a distributed group)."""
+        return self._model
 
     @property
     def identity(self) -> str:
@@ -199,7 +206,7 @@ class MlxBackend(Backend):
                 return
             _ = self.tokenizer
             # prompt chunks of a float32 CPU model: attention in NumPy, ~4× faster than mlx's
-            cpu_attention.install_for(loading.compute_dtype(self.dtype, self.device), self.device)
+            cpu_attention.install_for(compute_dtype(self.dtype, self.device), self.device)
             if self.syntax == HARMONY:
                 _ = self.harmony
             if self.distributed is not None:
@@ -258,7 +265,7 @@ class MlxBackend(Backend):
         if self.distributed is not None:
             self.distributed.check()  # a lost group refuses before a stream opens
         if request.tool_choice in ("required", "function") and self.syntax is not None:
-            from tinytitan.engine.grammar.mask import check_forced
+            from tinytitan.engine.models.grammar import check_forced
 
             check_forced(self.syntax, request)
         tw = self.tokenizer
@@ -340,7 +347,8 @@ class MlxBackend(Backend):
         """The llguidance mask for structured output or a forced tool call; None for free text."""
         if request.output_format is None and request.tool_choice not in ("required", "function"):
             return None
-        from tinytitan.engine.grammar.mask import GrammarMask, grammar_for
+        from tinytitan.engine.grammar.mask import GrammarMask
+        from tinytitan.engine.models.grammar import grammar_for
 
         tw = self.tokenizer
         newlines = "{function-name}\n<arg_key>" in self.template  # GLM-4.5 / 4.6 put each pair on a line

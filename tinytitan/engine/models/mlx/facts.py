@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.defaults import model_defaults
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable, context_window, read_json, sampling_defaults
+from tinytitan.engine.models.files import ModelUnavailable, context_window, read_json, sampling_defaults
 from tinytitan.engine.models.mlx.syntax import FORCEABLE, tool_syntax
 from tinytitan.engine.models.mlx.template import read_levels, read_template
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.defaults import model_defaults
 
 __all__ = ["Description", "Facts", "check_loadable", "describe", "read_facts", "safetensors_params", "size_on_disk"]
 

@@ -1,90 +1,29 @@
-"""Loading the tokenizer and the weights, and choosing the compute dtype (issue #3, parts 1 and 7).
-
-On the CPU, MLX's bf16/fp16 and quantized matmuls are scalar and single-threaded while fp32
-matmuls go through BLAS (OpenBLAS when preloaded, see ``tinytitan.cpu_blas``): measured ~20×
-faster here. So ``dtype="auto"`` dequantizes a quantized checkpoint and runs fp32 on the CPU, and
-keeps the checkpoint as it is on a GPU. ``float32`` / ``bfloat16`` / ``float16`` force a dtype
-(dequantizing first); ``native`` keeps the checkpoint as it is everywhere.
+"""Loading the tokenizer and the weights (issue #3, parts 1 and 7), in the compute dtype
+``device/placement.py`` chooses: a quantized checkpoint is dequantized first when it runs in another
+dtype (fp32 on the CPU by default).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tinytitan.engine.device import placement
+from tinytitan.engine.device.placement import compute_dtype
 from tinytitan.engine.errors import ModelLoadFailed
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable
+from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.readiness import progress
 
 __all__ = [
-    "DTYPES",
-    "compute_dtype",
-    "device_context",
-    "has_accelerator",
     "load_tokenizer",
     "load_weights",
     "model_identity",
 ]
 
 log = logging.getLogger("tinytitan.mlx")
-
-DTYPES = ("auto", "float32", "bfloat16", "float16", "native")
-
-
-def has_accelerator() -> bool:
-    """Whether mlx has a GPU engine here (Metal or CUDA) beside the CPU: then ``<id>@cpu`` is a real choice."""
-    import mlx.core as mx
-
-    for backend in ("metal", "cuda"):
-        module = getattr(mx, backend, None)
-        is_available = getattr(module, "is_available", None)
-        if callable(is_available) and is_available():
-            return True
-    return False
-
-
-def device_context(device: str | None) -> Any:
-    """A context running mlx work on ``device`` ("cpu"), or on the default device (None).
-
-    It makes ``device`` the default device too, not only the stream: what asks ``mx.default_device()``
-    inside (our CPU attention, ``cpu_attention._takes``) must see the CPU for a ``<id>@cpu`` model on a
-    GPU machine (measured on an H200: with the stream alone it saw the GPU and never took a chunk).
-    Only the device thread runs MLX, so switching the default there and back is safe."""
-    if device is None:
-        return contextlib.nullcontext()
-    return _on(device)
-
-
-@contextlib.contextmanager
-def _on(device: str) -> Iterator[None]:
-    import mlx.core as mx
-
-    target, was = getattr(mx, device), mx.default_device()
-    mx.set_default_device(target)
-    try:
-        with mx.stream(target):
-            yield
-    finally:
-        mx.set_default_device(was)
-
-
-def compute_dtype(setting: str, device: str | None = None) -> str | None:
-    """The dtype to run in (None = as the checkpoint is) on ``device`` (None = the default one)."""
-    if setting not in DTYPES:
-        raise ModelUnavailable(f"unknown dtype {setting!r}; choose from {', '.join(DTYPES)}")
-    if setting == "native":
-        return None
-    if setting != "auto":
-        return setting
-    import mlx.core as mx
-
-    on_cpu = device == "cpu" or mx.default_device() == mx.cpu
-    return "float32" if on_cpu else None
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -106,7 +45,7 @@ def load_weights(
     naming the model (``name``, else the directory) and the cause: a 503, never a 500.
     """
     try:
-        with device_context(device):
+        with placement.device_context(device):
             return _load_weights(path, dtype_setting, device)
     except Exception as exc:  # mlx-lm and safetensors raise many kinds for a bad file
         cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())

@@ -6,33 +6,28 @@ when it is neither cached nor downloadable, the embedded SmolLM2 (``embedded.py`
 instead, with ``ModelSource.note`` saying why. A hub id goes through
 huggingface-hub's cache: downloaded (with a progress bar) when online; offline
 (``HF_HUB_OFFLINE=1`` or no network) the cached snapshot is used, else ``ModelUnavailable``
-says which id is missing and how to get it. Also reads the facts the validator needs without
-loading weights: the context window and the sampling defaults.
+says which id is missing and how to get it (a ``ModelUnavailable``, ``models/files.py``).
 
 No mlx import here: this runs at startup and for ``info``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from tinytitan.engine.models.files import ModelUnavailable, read_json
 
 __all__ = [
     "ALLOW_PATTERNS",
     "DEFAULT_MODEL",
     "ModelSource",
-    "ModelUnavailable",
-    "context_window",
     "hub_cache_dir",
     "hub_offline",
-    "read_json",
     "resolve_model",
     "root_cause",
-    "sampling_defaults",
 ]
 
 DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
@@ -42,14 +37,6 @@ _TRUE = {"1", "true", "yes", "on"}
 _STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
 
 
-class ModelUnavailable(Exception):
-    """The model cannot be used; ``message`` is for the user (the CLI prints it, no traceback)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
 @dataclass(frozen=True, slots=True)
 class ModelSource:
     path: Path  # a local directory holding config.json, weights, tokenizer, template
@@ -57,19 +44,6 @@ class ModelSource:
     repo_id: str | None = None  # the hub id it came from
     gguf: Path | None = None  # the GGUF file it was converted from
     note: str | None = None  # why this model is served (the embedded fallback says so)
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object file, or {} when absent; a broken file is a ``ModelUnavailable``."""
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailable(f"cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ModelUnavailable(f"{path} must hold a JSON object")
-    return data
 
 
 def hub_cache_dir() -> Path:
@@ -201,28 +175,3 @@ def resolve_model(model: str | None, model_id: str | None = None) -> ModelSource
     except ModelUnavailable as exc:
         raise ModelUnavailable(f"{source.path} cannot be served: {exc.message}") from None
     return source
-
-
-def context_window(config: dict[str, Any], override: int | None = None) -> int:
-    """``max_position_embeddings`` (or its relatives), unless a max_context setting overrides it."""
-    if override is not None:
-        return int(override)
-    for cfg in (config, config.get("text_config") or {}):
-        for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
-            if isinstance(cfg.get(key), int) and cfg[key] > 0:
-                return int(cfg[key])
-    return 4096
-
-
-def sampling_defaults(generation_config: dict[str, Any]) -> dict[str, Any]:
-    """temperature / top_p / top_k / min_p / repetition_penalty from generation_config.json."""
-    out: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
-        value = generation_config.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = value
-    if generation_config.get("do_sample") is False:
-        out["temperature"] = 0.0  # the model card asks for greedy decoding
-    if out.get("repetition_penalty") == 1.0:
-        out.pop("repetition_penalty")
-    return out

@@ -18,7 +18,7 @@ from typing import Any
 
 from tinytitan.engine.grammar.calls import FORCED_SYNTAXES
 from tinytitan.engine.mlx_lm_adapter import infer_tool_parser
-from tinytitan.engine.models.mlx.resolve import read_json
+from tinytitan.engine.models.files import read_json
 from tinytitan.engine.output.harmony import is_harmony
 
 __all__ = ["FORCEABLE", "HARMONY", "tool_syntax", "wrap_parser"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.models.mlx.resolve import ModelUnavailable, read_json
+from tinytitan.engine.models.files import ModelUnavailable, read_json
 from tinytitan.engine.request import Tool, ValidatedRequest
 from tinytitan.engine.request.reasoning import LADDER
 
