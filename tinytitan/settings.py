@@ -44,22 +44,15 @@ class SettingsError(ValueError):
     """A setting that cannot be served; the message says why and what to do."""
 
 
-# serve's sampling flags: (low, high, whether low itself is out)
-_SAMPLING_RANGES = {
-    "temperature": (0.0, 2.0, False),
-    "top_p": (0.0, 1.0, True),
-    "top_k": (1, 256, False),
-    "min_p": (0.0, 1.0, False),
-    "repetition_penalty": (0.0, 10.0, True),
-}
-
-
 def check_sampling_defaults(values: Mapping[str, float]) -> None:
+    """serve's sampling flags, in the ranges a request's own values have (``request/sampling.py``)."""
+    from tinytitan.engine.request.sampling import by_name, out_of_range
+
     for key, value in values.items():
-        low, high, open_low = _SAMPLING_RANGES[key]
-        if value < low or value > high or (open_low and value == low):
-            flag = "--" + key.replace("_", "-")
-            raise SettingsError(f"{flag} must be in {'(' if open_low else '['}{low:g}, {high:g}], not {value:g}")
+        knob = by_name(key)
+        why = out_of_range(knob, value)
+        if why is not None:
+            raise SettingsError(f"{knob.flag} {why}, not {value:g}")
 
 
 def is_loopback(host: str) -> bool:

@@ -75,6 +75,7 @@ def test_generation_config_and_a_serve_flag(from_config: LiveServer, protocol: s
         "temperature": 0.7,
         "top_p": 0.8,
         "top_k": 30,
+        "min_p": None,
         "repetition_penalty": None,
         "presence_penalty": None,
         "seed": None,

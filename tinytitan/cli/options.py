@@ -30,24 +30,20 @@ __all__ = [
     "MaxContext",
     "Memory",
     "MemoryDir",
-    "MinP",
     "Model",
     "ModelFlags",
     "ModelId",
     "ModelsDir",
     "Reasoning",
-    "RepetitionPenalty",
     "Stub",
-    "Temperature",
     "Thinking",
-    "TopK",
-    "TopP",
     "memory_dir",
     "option",
     "reasoning_level",
     "server_model",
     "server_url",
     "with_model_flags",
+    "with_sampling_flags",
 ]
 
 
@@ -125,13 +121,6 @@ DraftModel = Annotated[
     ),
 ]
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"
-Temperature = Annotated[float | None, option("--temperature", f"Sampling temperature: {_SAMPLING}.", "T")]
-TopP = Annotated[float | None, option("--top-p", f"Nucleus sampling mass: {_SAMPLING}.", "P")]
-TopK = Annotated[int | None, option("--top-k", f"Sample from the K likeliest tokens: {_SAMPLING}.", "K")]
-MinP = Annotated[float | None, option("--min-p", f"Drop tokens below P x the likeliest: {_SAMPLING}.", "P")]
-RepetitionPenalty = Annotated[
-    float | None, option("--repetition-penalty", f"Penalty on repeated tokens: {_SAMPLING}.", "R")
-]
 _FLAGS: dict[str, Any] = {
     "model": Model,
     "model_id": ModelId,
@@ -196,25 +185,46 @@ def with_model_flags(*, reasoning: bool = True) -> Callable[[Callable[..., None]
     names = [name for name in _FLAGS if reasoning or name not in ("reasoning", "thinking")]
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(command, eval_str=True)
-        params: list[inspect.Parameter] = []
-        for param in signature.parameters.values():
-            if param.name != "flags":
-                params.append(param)
-                continue
-            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-            params += [inspect.Parameter(name, kind, default=None, annotation=_FLAGS[name]) for name in names]
-
-        @functools.wraps(command)
-        def run(**options: Any) -> None:
-            command(flags=ModelFlags(**{name: options.pop(name) for name in names}), **options)
-
-        # what Typer reads: the options in place of `flags`, their annotations already evaluated
-        run.__dict__["__signature__"] = signature.replace(parameters=params)
-        run.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-        return run
+        return _gathered(command, "flags", {name: _FLAGS[name] for name in names}, lambda v: ModelFlags(**v))
 
     return decorate
+
+
+def with_sampling_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """One option per sampling parameter a server-wide default may set (``--temperature`` …, from the
+    one table in ``engine/request/sampling.py``) where the command's ``sampling`` parameter stands;
+    the command gets the values given, by parameter name."""
+    from tinytitan.engine.request.sampling import SERVE_FLAGS
+
+    options = {
+        knob.name: Annotated[knob.kind | None, option(knob.flag, f"{knob.help}: {_SAMPLING}.", knob.metavar)]
+        for knob in SERVE_FLAGS
+    }
+    return _gathered(command, "sampling", options, lambda v: {k: x for k, x in v.items() if x is not None})
+
+
+def _gathered(
+    command: Callable[..., None], name: str, options: dict[str, Any], gather: Callable[[dict[str, Any]], Any]
+) -> Callable[..., None]:
+    """``command`` with the parameter ``name`` replaced by ``options`` (name → annotated type) for Typer
+    to read; the command is called with what ``gather`` makes of their values in that parameter."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.name != name:
+            params.append(param)
+            continue
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params += [inspect.Parameter(option, kind, default=None, annotation=t) for option, t in options.items()]
+
+    @functools.wraps(command)
+    def run(**values: Any) -> None:
+        command(**{name: gather({option: values.pop(option) for option in options})}, **values)
+
+    # what Typer reads: the options in place of the parameter, their annotations already evaluated
+    run.__dict__["__signature__"] = signature.replace(parameters=params)
+    run.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return run
 
 
 _DISTRIBUTED_HELP = """

@@ -22,16 +22,12 @@ from tinytitan.cli.options import (
     Dtype,
     Memory,
     MemoryDir,
-    MinP,
     ModelFlags,
     ModelsDir,
-    RepetitionPenalty,
-    Temperature,
-    TopK,
-    TopP,
     memory_dir,
     option,
     with_model_flags,
+    with_sampling_flags,
 )
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
@@ -48,6 +44,7 @@ def _fail(message: str) -> typer.Exit:
 
 
 @with_model_flags()
+@with_sampling_flags
 def serve(
     flags: ModelFlags = ModelFlags(),
     models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
@@ -159,11 +156,7 @@ def serve(
         int, option("--memory-max-records", "Records kept per workspace; beyond it the least important go first.")
     ] = 5000,
     memory_max_mib: Annotated[int, option("--memory-max-mib", "Memory kept per workspace (MiB).")] = 32,
-    temperature: Temperature = None,
-    top_p: TopP = None,
-    top_k: TopK = None,
-    min_p: MinP = None,
-    repetition_penalty: RepetitionPenalty = None,
+    sampling: dict[str, float] | None = None,  # --temperature …: with_sampling_flags
     drafts: Drafts = True,
     draft_model: DraftModel = None,
 ) -> None:
@@ -200,19 +193,12 @@ def serve(
             memory_max_mib=memory_max_mib,
             launch_dir=os.getcwd(),
             models_dirs=tuple(str(d) for d in models_dir),
-            sampling_defaults=_given(
-                temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, repetition_penalty=repetition_penalty
-            ),
+            sampling_defaults=sampling or {},
         )
         settings.check()
     except ValueError as exc:  # a bad reasoning level, a SettingsError
         raise _fail(str(exc)) from None
     run_server(settings)
-
-
-def _given(**values: float | None) -> dict[str, float]:
-    """The sampling flags given (the server-wide defaults)."""
-    return {k: v for k, v in values.items() if v is not None}
 
 
 def _say(line: str) -> None:

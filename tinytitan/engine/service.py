@@ -35,6 +35,7 @@ from tinytitan.engine.queue import AdmissionQueue
 from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.request.defaults import with_flags
+from tinytitan.engine.request.limits import output_budget
 from tinytitan.engine.request.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.request.validate import validate
 
@@ -156,7 +157,8 @@ class Engine:
             if job is not None:
                 return job
         prompt = await self._fitting(validated)
-        max_new = min(validated.cap, self.models.info(validated.model_id).context_window - prompt.n_tokens)
+        window = self.models.info(validated.model_id).context_window
+        max_new = output_budget(validated.cap, window, prompt.n_tokens)
         return Job(self, validated, prompt, max_new, self.queue.admit())
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
@@ -170,15 +172,15 @@ class Engine:
             return None
         backend = await self.model_backend(validated.model_id)
         prompt = await self.on_cpu(backend.render, plan.request)
-        room = self.models.info(validated.model_id).context_window - prompt.n_tokens
-        if room <= 0:
+        window = self.models.info(validated.model_id).context_window
+        max_new = output_budget(validated.cap, window, prompt.n_tokens)
+        if max_new <= 0:
             log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
             return None
-        window = self.models.info(validated.model_id).context_window
         rounds = MemoryRounds(
             plan, render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu
         )
-        return Job(self, plan.request, prompt, min(validated.cap, room), self.queue.admit(), rounds)
+        return Job(self, plan.request, prompt, max_new, self.queue.admit(), rounds)
 
     async def on_cpu(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""

@@ -27,6 +27,7 @@ from tinytitan.engine.memory.decorator import MemoryPlan
 from tinytitan.engine.memory.tools import run_tool
 from tinytitan.engine.models.base import Generation, Prompt
 from tinytitan.engine.request import Turn, ValidatedRequest
+from tinytitan.engine.request.limits import output_budget
 
 __all__ = ["MemoryRounds"]
 
@@ -143,7 +144,7 @@ class MemoryRounds:
         base: ValidatedRequest = self.plan.final_request if self.rounds_run >= self.plan.rounds else previous
         request = replace(base, turns=turns)
         prompt = await self.render(request)
-        room = min(request.cap - used.completion_tokens, self.window - prompt.n_tokens)
+        room = output_budget(request.cap, self.window, prompt.n_tokens, used.completion_tokens)
         if room <= 0:
             return None
         return Generation(request, prompt, room)

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tinytitan.engine.request.sampling import model_values
+
 __all__ = ["ModelUnavailable", "context_window", "read_json", "sampling_defaults"]
 
 
@@ -45,12 +47,9 @@ def context_window(config: dict[str, Any], override: int | None = None) -> int:
 
 
 def sampling_defaults(generation_config: dict[str, Any]) -> dict[str, Any]:
-    """temperature / top_p / top_k / min_p / repetition_penalty from generation_config.json."""
-    out: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
-        value = generation_config.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = value
+    """The model-default sampling parameters (temperature, top_p, … : ``request/sampling.py``) from
+    generation_config.json."""
+    out = model_values(generation_config)
     if generation_config.get("do_sample") is False:
         out["temperature"] = 0.0  # the model card asks for greedy decoding
     if out.get("repetition_penalty") == 1.0:

@@ -22,6 +22,7 @@ from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.readiness import progress
 from tinytitan.engine.request import ModelInfo, ValidatedRequest
+from tinytitan.engine.request.sampling import KNOBS
 from tinytitan.jsonfile import read_json
 
 __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
@@ -190,10 +191,7 @@ class StubBackend(Backend):
                     {"name": t.name, "namespace": t.namespace, "parameters": t.parameters} for t in request.tools
                 ],
                 "tool_choice": request.tool_choice,
-                "sampling": {
-                    k: getattr(request.sampling, k)
-                    for k in ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "seed")
-                },
+                "sampling": {k: getattr(request.sampling, k) for k in (*(knob.name for knob in KNOBS), "seed")},
                 "sampling_from": dict(request.sampling_from),
                 "stop": list(request.stop),
                 "max_new": max_new,

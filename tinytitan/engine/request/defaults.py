@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.sampling import FROM_MODEL, KNOBS
 
 __all__ = [
     "GENERATION_CONFIG",
@@ -32,14 +33,14 @@ __all__ = [
     "with_flags",
 ]
 
-KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+KEYS = FROM_MODEL  # the sampling parameters a model (or a serve flag) gives a default for
 GENERATION_CONFIG = "generation_config.json"
 PUBLISHER = "publisher"
 SERVE_FLAG = "serve flag"
 SERVER_DEFAULT = "server default"
 REQUEST = "request"
-# not tuned for any one family: a little randomness, the long tail cut; no top-k
-SERVER_DEFAULTS: Mapping[str, float] = {"temperature": 0.3, "top_p": 0.9}
+# not tuned for any one family: a little randomness, the long tail cut; no top-k (request/sampling.py)
+SERVER_DEFAULTS: Mapping[str, float] = {k.name: k.server_default for k in KNOBS if k.server_default is not None}
 # (name fragment, whose recommendation, values), for families whose files carry no sampling values
 _PUBLISHERS: tuple[tuple[str, str, Mapping[str, float]], ...] = (
     ("smollm2", "SmolLM2 model card", {"temperature": 0.2, "top_p": 0.9}),

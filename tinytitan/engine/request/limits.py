@@ -1,4 +1,5 @@
-"""Size limits on what a request may ask for, shared by the validator and the output-format parser.
+"""Size limits on what a request may ask for, shared by the validator and the output-format parser,
+and the one rule for how many tokens a generation may produce (``output_budget``).
 
 A JSON schema (a tool's parameters, a structured-output schema) is walked and compiled by code that
 recurses; bounding its nesting keeps a hostile schema a 400 instead of a stack overflow.
@@ -10,10 +11,16 @@ from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
 
-__all__ = ["MAX_SCHEMA_DEPTH", "MAX_TOOLS", "check_schema_depth", "schema_depth"]
+__all__ = ["MAX_SCHEMA_DEPTH", "MAX_TOOLS", "check_schema_depth", "output_budget", "schema_depth"]
 
 MAX_TOOLS = 512
 MAX_SCHEMA_DEPTH = 64  # nesting of objects/arrays in a JSON schema ({} is depth 1)
+
+
+def output_budget(cap: int, window: int, prompt_tokens: int, used: int = 0) -> int:
+    """How many tokens a generation may produce: what the output cap leaves after ``used`` (earlier
+    rounds of the same request), and what the context window leaves after the prompt. At most 0: none."""
+    return min(cap - used, window - prompt_tokens)
 
 
 def schema_depth(value: Any, *, stop_after: int = MAX_SCHEMA_DEPTH) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.grammar.schema import DEFAULT_TOOL_SCHEMA, compile_schema
@@ -30,6 +31,7 @@ from tinytitan.engine.request.defaults import REQUEST, applied_defaults
 from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
 from tinytitan.engine.request.output_format import parse_output_format
 from tinytitan.engine.request.reasoning import resolve_level
+from tinytitan.engine.request.sampling import FROM_MODEL, KNOBS, by_name, out_of_range
 
 __all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "message_text", "validate"]
 
@@ -278,23 +280,15 @@ def _force_off(structured: bool, tool_choice: str) -> str | None:
     return None
 
 
-def _in_range(value: float | None, low: float, high: float, *, param: str, low_open: bool = False) -> None:
-    if value is None:
-        return
-    if value < low or value > high or (low_open and value == low):
-        bracket = "(" if low_open else "["
-        raise InvalidRequest(f"{param} must be in {bracket}{low:g}, {high:g}], got {value:g}", param=param)
-
-
 def _check_sampling(request: ChatRequest, model: ModelInfo) -> tuple[Sampling, dict[str, str]]:
     s = request.sampling
-    _in_range(s.temperature, 0.0, request.temperature_max, param="temperature")
-    _in_range(s.top_p, 0.0, 1.0, param="top_p", low_open=not request.top_p_zero)
-    if s.top_k is not None and not 1 <= s.top_k <= 256:
-        raise InvalidRequest(f"top_k must be in [1, 256], got {s.top_k}", param="top_k")
-    if s.repetition_penalty is not None and s.repetition_penalty <= 0:
-        raise InvalidRequest("repetition_penalty must be > 0", param="repetition_penalty")
-    _in_range(s.presence_penalty, -2.0, 2.0, param="presence_penalty")
+    for knob in KNOBS:  # the one table (request/sampling.py), with the protocol's own bounds
+        value = getattr(s, knob.name)
+        high = request.temperature_max if knob.name == "temperature" else None
+        low_open = not request.top_p_zero if knob.name == "top_p" else None
+        why = None if value is None else out_of_range(knob, value, high=high, low_open=low_open)
+        if why is not None:
+            raise InvalidRequest(f"{knob.name} {why}, got {value:g}", param=knob.name)
     if s.frequency_penalty:
         raise InvalidRequest(
             "frequency_penalty is not supported; use presence_penalty or repetition_penalty",
@@ -303,20 +297,11 @@ def _check_sampling(request: ChatRequest, model: ModelInfo) -> tuple[Sampling, d
         )
     if s.seed is not None and not 0 <= s.seed < 2**64:
         raise InvalidRequest("seed must be an unsigned 64-bit integer", param="seed")
-    asked = {k: getattr(s, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty")}
+    asked = {k: getattr(s, k) for k in FROM_MODEL}
     applied = applied_defaults(model) | {k: (v, REQUEST) for k, v in asked.items() if v is not None}
     applied = {k: (v, source) for k, (v, source) in applied.items() if v or k != "min_p"}  # min_p 0: none
-    values = {k: v for k, (v, _) in applied.items()}
-    sampling = Sampling(
-        temperature=float(values["temperature"]),
-        top_p=float(values["top_p"]),
-        top_k=int(values["top_k"]) if values.get("top_k") is not None else None,
-        min_p=float(values["min_p"]) if values.get("min_p") else None,
-        repetition_penalty=values.get("repetition_penalty"),
-        presence_penalty=s.presence_penalty,
-        frequency_penalty=None,
-        seed=s.seed,
-    )
+    values: dict[str, Any] = {k: by_name(k).kind(v) for k, (v, _) in applied.items()}
+    sampling = Sampling(**values, presence_penalty=s.presence_penalty, seed=s.seed)
     return sampling, {k: source for k, (_, source) in applied.items()}
 
 
