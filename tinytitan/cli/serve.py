@@ -277,7 +277,7 @@ def _banner(engine: Engine, settings: Settings) -> str:
     shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
     first = engine.models.preferred
     facts = f"{first} loaded" if first else "each loaded on its first request"
-    facts += f", {_engine_note(settings, engine.backend)}"
+    facts += f", {_engine_note(settings, engine.models.peek(engine.models.default_id))}"  # never builds one
     return f"TinyTitan serving a catalog of {len(ids)} models ({shown}) {where} ({facts})"
 
 

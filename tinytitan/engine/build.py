@@ -3,6 +3,7 @@ and ``compact`` share, so every command runs the model exactly as the server doe
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from tinytitan.settings import Settings, SettingsError
@@ -11,11 +12,13 @@ if TYPE_CHECKING:
     from tinytitan.engine.device.distributed import Distributed
     from tinytitan.engine.memory.decorator import MemoryDecorator
     from tinytitan.engine.models.base import Backend
-    from tinytitan.engine.models.catalog import CatalogEntry
+    from tinytitan.engine.models.catalog import Catalog, CatalogEntry
     from tinytitan.engine.models.manager import ModelManager
     from tinytitan.engine.service import Engine
 
 __all__ = ["build_backend", "build_catalog", "build_engine"]
+
+log = logging.getLogger("tinytitan.catalog")
 
 
 def build_backend(settings: Settings, distributed: Distributed | None = None) -> Backend:
@@ -81,13 +84,12 @@ def build_catalog(settings: Settings) -> ModelManager:
 
     if settings.dtype not in DTYPES:
         raise SettingsError(f"unknown dtype {settings.dtype!r}; choose from {', '.join(DTYPES)}")
-    catalog = scan(settings.models_dirs, max_context=settings.max_context)
+    catalog = scan(settings.models_dirs, max_context=settings.max_context, quiet=True)
     where = " and ".join("the Hugging Face cache" if d == "hf" else d for d in settings.models_dirs)
     if not catalog.entries:
-        raise SettingsError(
-            f"no loadable model in {where} ({len(catalog.skipped)} skipped, see the log); "
-            "`tinytitan models pull ORG/NAME` downloads one into the Hugging Face cache (--models-dir hf)"
-        )
+        raise SettingsError(f"no loadable model in {where}: {_why_none(catalog)}")
+    for skipped in catalog.skipped:  # served without them: the log says why
+        log.warning("catalog: skipping %s: %s", skipped.path, skipped.reason)
     models = ModelManager.from_catalog(
         catalog, partial(_catalog_backend, settings), cpu_variants=has_accelerator(), preferred=settings.model
     )
@@ -112,6 +114,16 @@ def _memory(settings: Settings) -> MemoryDecorator:
         retention=Retention(settings.memory_max_records, settings.memory_max_mib * 1024 * 1024),
     )
     return MemoryDecorator(config)
+
+
+def _why_none(catalog: Catalog) -> str:
+    """What a catalog with no entry found instead, in one line."""
+    pull = "`tinytitan models pull ORG/NAME` downloads one into the Hugging Face cache (--models-dir hf)"
+    if not catalog.skipped:
+        return f"it holds no model directories (with a config.json) and no .gguf files; {pull}"
+    shown = "; ".join(f"{s.path.name}: {s.reason}" for s in catalog.skipped[:3])
+    more = f"; and {len(catalog.skipped) - 3} more" if len(catalog.skipped) > 3 else ""
+    return f"{len(catalog.skipped)} skipped ({shown}{more}); {pull}"
 
 
 def build_engine(settings: Settings, backend: Backend | ModelManager | None = None) -> Engine:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["byte_vocab", "hf_vocab", "llama_cpp_permute", "write_gguf"]
+__all__ = ["CHATML", "byte_vocab", "chat_gguf", "hf_vocab", "llama_cpp_permute", "write_gguf"]
 
 _NATIVE_ARCH = {"gemma3_text": "gemma3"}
 
@@ -146,3 +146,40 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def chat_gguf(path: Path, *, seed: int = 7) -> Path:
+    """A small servable GGUF file: a 2-layer llama with random weights (``seed``), the byte-level
+    vocabulary and a ChatML template (Q8_0 weights). Call it on a device thread (it builds the model
+    with MLX); serving it converts it without MLX."""
+    import mlx.core as mx
+    from mlx.utils import tree_map
+
+    from tinytitan.engine.mlx_lm_adapter import model_classes
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 96,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": 258,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    }
+    model_class, args_class = model_classes(config)
+    mx.random.seed(seed)
+    model = model_class(args_class.from_dict(config))
+    model.update(tree_map(lambda p: mx.random.normal(p.shape) * 0.2, model.parameters()))
+    mx.eval(model.parameters())
+    return write_gguf(model, config, path, template=CHATML, quantize="Q8_0")

@@ -45,6 +45,31 @@ def test_a_claim_belongs_to_its_thread() -> None:
     assert not device_thread.is_device_thread()
 
 
+def test_the_escape_hatch_refuses_while_a_worker_holds_the_device() -> None:
+    """``claimed()`` is for code that is the device when no worker runs: a held device refuses it."""
+    holding, leave = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        device_thread.claim()
+        holding.set()
+        leave.wait()
+        device_thread.release()
+
+    thread = threading.Thread(target=worker, name="tinytitan-device")
+    thread.start()
+    holding.wait()
+    try:
+        assert device_thread.running_workers() == ["tinytitan-device"]
+        with pytest.raises(RuntimeError, match=r"held by tinytitan-device.*DeviceWorker\.run"), device_thread.claimed():
+            pass
+    finally:
+        leave.set()
+        thread.join()
+    assert device_thread.running_workers() == []
+    with device_thread.claimed():  # released: allowed again
+        assert device_thread.is_device_thread()
+
+
 def test_the_suite_runs_with_the_check_on() -> None:
     """tests/conftest.py turns TINYTITAN_DEVICE_CHECK on for every run (dev and CI alike): the
     variable is set for this process and its children, and mlx.core is wrapped."""

@@ -5,6 +5,11 @@ only. The worker calls ``claim()`` when it starts; ``is_device_thread()`` tells 
 there (the NumPy CPU attention) whether it is. A thread's claim ends with the thread; several
 engines in one process (the tests) each have their own device thread.
 
+``claimed()`` is the escape hatch for code that is the device itself while no worker runs (a test's
+own MLX work, building the tiny model, a skeleton built before the engine starts): it refuses, with
+a ``RuntimeError``, while a device worker of this process is alive — two threads calling MLX at once
+is what the rule exists to prevent; such work goes to the worker (``DeviceWorker.run``).
+
 ``TINYTITAN_DEVICE_CHECK=1`` turns on the check: ``install_check()`` (the device worker and the
 test session call it) wraps every function of ``mlx.core`` and its submodules (``fast``, ``random``,
 ``linalg``, ``fft``, ``metal``, ``cuda``, ``distributed``) and the methods of ``mx.array`` (``item``,
@@ -46,6 +51,7 @@ __all__ = [
     "is_device_thread",
     "release",
     "remove_check",
+    "running_workers",
 ]
 
 CHECK_ENV = "TINYTITAN_DEVICE_CHECK"
@@ -76,12 +82,15 @@ _ARRAY_KEPT = frozenset({"__new__", "__init__", "__len__", "shape", "dtype", "nd
 
 _local = threading.local()
 _lock = threading.Lock()
+_workers: set[threading.Thread] = set()  # threads that claim()ed the device and have not released it
 _originals: list[tuple[Any, str, Any]] = []  # (owner, name, what it was) for every wrapped callable
 
 
 def claim() -> None:
     """Make the calling thread a device thread (the worker calls it first thing, on its own thread)."""
     _local.device = True
+    with _lock:
+        _workers.add(threading.current_thread())
 
 
 def release() -> None:
@@ -95,16 +104,32 @@ def release() -> None:
         mx.synchronize()
         mx.clear_streams()
     _local.device = False
+    with _lock:
+        _workers.discard(threading.current_thread())
 
 
 def is_device_thread() -> bool:
     return getattr(_local, "device", False)
 
 
+def running_workers() -> list[str]:
+    """The names of the live threads other than this one that hold the device (``claim()``)."""
+    me = threading.current_thread()
+    with _lock:
+        _workers.difference_update([t for t in _workers if not t.is_alive()])  # ended without release()
+        return sorted(t.name for t in _workers if t is not me)
+
+
 @contextmanager
 def claimed() -> Iterator[None]:
-    """The calling thread is a device thread for the block (tests and benchmarks that are the device)."""
+    """The calling thread is a device thread for the block (tests and benchmarks that are the device);
+    ``RuntimeError`` while another thread holds the device (a running device worker)."""
     was = is_device_thread()
+    if not was and (others := running_workers()):
+        raise RuntimeError(
+            f"the device is held by {', '.join(others)}: MLX work goes through the device worker "
+            "(DeviceWorker.run), not device_thread.claimed()"
+        )
     _local.device = True
     try:
         yield

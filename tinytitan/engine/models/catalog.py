@@ -1,7 +1,8 @@
 """The model catalog: which installs this machine can serve, with their facts, found without weights.
 
-A catalog is built from sources — a directory of model directories (``--models-dir DIR``) or the
-Hugging Face hub cache (``--models-dir hf``) — scanned in order:
+A catalog is built from sources — a directory of model directories and GGUF files (``--models-dir
+DIR``, LM Studio's folder of ``publisher/repo/*.gguf`` included) or the Hugging Face hub cache
+(``--models-dir hf``) — scanned in order:
 
     sources ─► scan ─► CatalogEntry (id, path, format, ModelInfo + what a person compares)
                    └─► Skipped (a directory that is not a loadable model, with a one-line reason)
@@ -19,12 +20,14 @@ LM Studio downloaded, and the embedded SmolLM2, read from their headers.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from tinytitan.engine.models.files import ModelUnavailable
+from tinytitan.engine.models.gguf.file import is_gguf
 from tinytitan.engine.models.mlx.facts import Description, check_loadable, describe, read_facts
 from tinytitan.engine.models.mlx.resolve import hub_cache_dir
 from tinytitan.engine.request import ModelInfo
@@ -39,6 +42,7 @@ __all__ = [
     "HubCacheSource",
     "Skipped",
     "Source",
+    "gguf_entry",
     "read_mlx_entry",
     "scan",
     "source_for",
@@ -114,9 +118,37 @@ def _entry_or_skip(path: Path, model_id: str, **kw: Any) -> CatalogEntry | Skipp
         return Skipped(path, f"unreadable ({exc.strerror or exc})")
 
 
+def gguf_entry(path: Path, model_id: str, *, origin: str, max_context: int | None = None) -> CatalogEntry | Skipped:
+    """The entry for a GGUF file (facts from its header; converted on its first load), or why not."""
+    from tinytitan.engine.models.gguf.facts import gguf_facts
+
+    if _SPLIT.search(path.name):
+        return Skipped(path, "a split GGUF file: merge its parts first (llama.cpp's `llama-gguf-split --merge`)")
+    try:
+        info, about = gguf_facts(path.resolve(), model_id, max_context)
+    except ModelUnavailable as exc:
+        return Skipped(path, exc.message)
+    except OSError as exc:
+        return Skipped(path, f"unreadable ({exc.strerror or exc})")
+    return CatalogEntry(model_id, path.resolve(), "gguf", origin, info, about)
+
+
+_SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
+
+
+def _ggufs(directory: Path) -> list[Path]:
+    """The GGUF model files under ``directory`` (LM Studio's ``publisher/repo/*.gguf``; vision
+    projectors, ``mmproj-*``, are not models)."""
+    found = (p for p in directory.rglob("*.gguf") if not any(part.startswith(".") for part in p.parts))
+    return sorted(p for p in found if not p.name.lower().startswith("mmproj") and is_gguf(p))
+
+
 @dataclass(frozen=True, slots=True)
 class DirectorySource:
-    """Every model directory directly inside ``root`` (symlinks followed; dot-directories ignored)."""
+    """Every model directory and GGUF file inside ``root`` (symlinks followed; dot-names ignored): a
+    directory with a ``config.json`` is one model; ``NAME.gguf`` is served as ``NAME``; a directory
+    without a ``config.json`` holding GGUF files (LM Studio's layout) serves each as its path under
+    ``root`` without the suffix (``publisher/repo/file``)."""
 
     root: Path
 
@@ -125,9 +157,21 @@ class DirectorySource:
             yield Skipped(self.root, "not a directory")
             return
         for child in sorted(self.root.iterdir(), key=lambda p: p.name):
-            if child.name.startswith(".") or not child.is_dir():
+            if child.name.startswith("."):
                 continue
-            yield _entry_or_skip(child.resolve(), child.name, origin="dir", max_context=max_context)
+            if child.is_file() and child.suffix.lower() == ".gguf":
+                if child.name.lower().startswith("mmproj"):
+                    continue  # a vision projector, not a model
+                if not is_gguf(child):
+                    yield Skipped(child, "not a GGUF file (it does not start with the GGUF magic)")
+                    continue
+                yield gguf_entry(child, child.stem, origin="dir", max_context=max_context)
+            elif child.is_dir() and not (child / "config.json").exists() and (files := _ggufs(child)):
+                for path in files:
+                    model_id = path.relative_to(self.root).with_suffix("").as_posix()
+                    yield gguf_entry(path, model_id, origin="dir", max_context=max_context)
+            elif child.is_dir():
+                yield _entry_or_skip(child.resolve(), child.name, origin="dir", max_context=max_context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,17 +215,10 @@ class GgufStoreSource:
     SmolLM2, under the ids ``serve --model`` takes (``ollama:qwen3:0.6b``, ``lmstudio:org/repo/file``)."""
 
     def scan(self, max_context: int | None = None) -> Iterator[CatalogEntry | Skipped]:
-        from tinytitan.engine.models.gguf.facts import gguf_facts
         from tinytitan.engine.models.gguf.stores import gguf_store_models
 
         for row in gguf_store_models():
-            path = Path(row["path"])
-            try:
-                info, about = gguf_facts(path, row["id"], max_context)
-            except ModelUnavailable as exc:
-                yield Skipped(path, exc.message)
-                continue
-            yield CatalogEntry(row["id"], path, "gguf", row["source"], info, about)
+            yield gguf_entry(Path(row["path"]), row["id"], origin=row["source"], max_context=max_context)
 
 
 def source_for(spec: str | Path) -> Source:

@@ -108,7 +108,8 @@ def test_quantized_blocks_keep_their_values(tmp_path: Path) -> None:
         info = file.tensors["blk.0.ffn_up.weight"]
         out = decode(file, info)
         bits = out["weight"].shape[-1] * 32 // info.shape[-1]
-        ours = mx.dequantize(out["weight"], out["scales"], out["biases"], group_size=32, bits=bits)
+        weight, scales, biases = (mx.array(out[k]) for k in ("weight", "scales", "biases"))
+        ours = mx.dequantize(weight, scales, biases, group_size=32, bits=bits)
         raw = file.raw(info, tensor_nbytes(info))
         theirs = gguf.quants.dequantize(raw.reshape(info.shape[0], -1), gguf.GGMLQuantizationType[kind])
         assert np.allclose(np.array(ours.astype(mx.float32)), theirs, atol=2e-3)
@@ -183,6 +184,47 @@ def test_unsupported_quantization_names_the_type_and_tensor(tmp_path: Path, monk
     monkeypatch.setattr(builtins, "__import__", real_import)
     assert gguf  # with the package, the same file converts (dequantized, requantized to 8 bits)
     assert (resolve_model(str(path)).path / "config.json").exists()
+
+
+def test_a_requantized_type_keeps_llama_cpps_values_within_an_8_bit_step(tmp_path: Path) -> None:
+    """Q5_0 (no exact MLX form): dequantized by llama.cpp's package, requantized to MLX 8-bit in numpy
+    with mx.quantize's own rule (the same arrays), so it dequantizes to the file's values within a step."""
+    import gguf
+
+    model, config = _reference("qwen3")
+    path = write_gguf(model, config, tmp_path / "q5.gguf", quantize="Q5_0")
+    file = read_gguf(path)
+    try:
+        info = file.tensors["blk.0.ffn_up.weight"]
+        out = decode(file, info)
+        raw = file.raw(info, tensor_nbytes(info))
+        theirs = gguf.quants.dequantize(raw.reshape(info.shape[0], -1), gguf.GGMLQuantizationType.Q5_0)
+    finally:
+        file.close()
+    weight, scales, biases = mx.quantize(mx.array(theirs.astype(np.float32)), group_size=32, bits=8)
+    assert np.array_equal(out["weight"], np.array(weight))
+    assert np.array_equal(out["scales"], np.array(scales.astype(mx.float16)))
+    assert np.array_equal(out["biases"], np.array(biases.astype(mx.float16)))
+    step = np.abs(theirs).max() * 2 / 255
+    ours = mx.dequantize(*(mx.array(out[k]) for k in ("weight", "scales", "biases")), group_size=32, bits=8)
+    assert np.abs(np.array(ours) - theirs).max() <= step
+
+
+def test_a_conversion_never_calls_mlx(tmp_path: Path) -> None:
+    """It runs on whatever thread needs the model while the device worker serves another one: with the
+    device check on (the suite's), any MLX call off a device thread would raise."""
+    import threading
+
+    from tinytitan.engine.device import thread as device_thread
+
+    model, config = _reference("qwen3")
+    path = write_gguf(model, config, tmp_path / "plain.gguf", quantize="Q4_0")
+    assert device_thread.check_installed()
+    done: list[Path] = []
+    worker = threading.Thread(target=lambda: done.append(gguf_model_dir(path)), name="not-the-device")
+    worker.start()
+    worker.join()
+    assert done and (done[0] / "config.json").exists()
 
 
 def test_a_truncated_file_is_refused_cleanly(tmp_path: Path) -> None:

@@ -19,14 +19,15 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from tinytitan.engine.device import thread as device_thread
+import numpy as np
+
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.gguf.arch import UnsupportedArchitecture, mlx_config, mlx_name, norm_offset
 from tinytitan.engine.models.gguf.cache import SOURCE_FILE, gguf_cache_dir
 from tinytitan.engine.models.gguf.file import GGUFError, GGUFFile, read_gguf
-from tinytitan.engine.models.gguf.quants import UnsupportedQuantization, decode, tensor_nbytes
+from tinytitan.engine.models.gguf.quants import UnsupportedQuantization, as_float32, decode, tensor_nbytes
+from tinytitan.engine.models.gguf.safetensors import write_safetensors
 from tinytitan.engine.models.gguf.tokenizer import UnsupportedTokenizer, end_of_turn_ids, write_tokenizer
 from tinytitan.engine.readiness import progress
 
@@ -76,22 +77,17 @@ def _check(gguf: GGUFFile) -> None:
 def convert(gguf: GGUFFile, out: Path) -> None:
     """Write the model directory for ``gguf`` into ``out`` (which exists and is empty).
 
-    The converting thread is a device thread while it converts (``TINYTITAN_DEVICE_CHECK``): the
-    conversion makes and saves arrays of its own, shares none with a served model, and runs before
-    the model loads (``serve`` resolving it) — on the device worker it would hold up every request
-    for the minutes a large file takes."""
-    with device_thread.claimed():
-        _convert(gguf, out)
-
-
-def _convert(gguf: GGUFFile, out: Path) -> None:
+    numpy and file writes only, never MLX: a conversion runs on whatever thread needs the model
+    (``serve`` resolving ``--model``, a catalog's first request for a GGUF entry on the CPU pool)
+    while the device worker keeps serving — on the device worker it would hold up every request for
+    the minutes a large file takes."""
     tokens = gguf.get("tokenizer.ggml.tokens") or []
     config = mlx_config(gguf, vocab_size=len(tokens) or int(gguf.get(f"{gguf.architecture}.vocab_size", 0)))
     _check(gguf)
     write_tokenizer(gguf, out, config["max_position_embeddings"])
     template = gguf.get("tokenizer.chat_template") or ""
     config["eos_token_id"] = end_of_turn_ids(gguf, template if isinstance(template, str) else "")
-    shard: dict[str, Any] = {}
+    shard: dict[str, np.ndarray] = {}
     size = 0
     files: list[Path] = []
     for info in gguf.tensors.values():
@@ -101,7 +97,7 @@ def _convert(gguf: GGUFFile, out: Path) -> None:
         stem = name.removesuffix(".weight")
         for part, array in decode(gguf, info).items():
             if offset := norm_offset(gguf.architecture, info.name):
-                array = array + offset
+                array = as_float32(array) + np.float32(offset)
             shard[name if part == "weight" else f"{stem}.{part}"] = array
             size += array.nbytes
         if size >= _SHARD_BYTES:
@@ -119,12 +115,9 @@ def _convert(gguf: GGUFFile, out: Path) -> None:
     (out / SOURCE_FILE).write_text(json.dumps(source, indent=2), encoding="utf-8")
 
 
-def _save(out: Path, arrays: dict[str, Any], index: int) -> Path:
-    import mlx.core as mx
-
+def _save(out: Path, arrays: dict[str, np.ndarray], index: int) -> Path:
     path = out / f"model-{index:05d}.safetensors"
-    mx.eval(list(arrays.values()))
-    mx.save_safetensors(str(path), arrays, metadata={"format": "mlx"})
+    write_safetensors(path, arrays, {"format": "mlx"})
     return path
 
 

@@ -1,6 +1,7 @@
-"""GGUF tensor data → MLX arrays: dense, or MLX's affine quantization (weight, scales, biases).
+"""GGUF tensor data → the arrays of an MLX model: dense, or MLX's affine quantization (weight, scales, biases).
 
-Decoded here with numpy, exactly:
+Decoded here with numpy alone — no MLX call, so a conversion may run on any thread while the device
+worker serves another model (``convert.py``) — exactly:
 - F32, F16, BF16: dense.
 - Q4_0, Q4_1, Q8_0 (blocks of 32 with one scale, and a min for Q4_1) and Q4_K (super-blocks of
   256 = 8 groups of 32, each with its own 6-bit scale and min): MLX affine 4- or 8-bit with group
@@ -8,7 +9,9 @@ Decoded here with numpy, exactly:
   float16 as MLX keeps scales).
 - Any other type llama.cpp's ``gguf`` package can dequantize (Q5_0, Q5_1, Q5_K, Q6_K, Q2_K, Q3_K,
   IQ…): dequantized, then requantized to MLX 8-bit with group size 32 (finer than the source, so
-  nearly lossless).
+  nearly lossless) by ``affine_quantize``, MLX's own affine rule in numpy.
+- BF16 stays bfloat16: its raw 16-bit patterns in an array of the ``BF16`` dtype, which the writer
+  (``safetensors.py``) stores as safetensors' ``BF16``.
 
 ``mx.load`` reads GGUF too, but it rejects a whole file holding one Q5_0/Q5_K/Q3_K tensor (common in
 Q4_K_M files whose widths are not multiples of 256), and its Q4_K decode disagrees with llama.cpp's
@@ -24,9 +27,20 @@ import numpy as np
 
 from tinytitan.engine.models.gguf.file import GGUFFile, TensorInfo
 
-__all__ = ["EXACT_TYPES", "UnsupportedQuantization", "decode", "pack_bits", "q4_k_groups", "tensor_nbytes"]
+__all__ = [
+    "BF16",
+    "EXACT_TYPES",
+    "UnsupportedQuantization",
+    "affine_quantize",
+    "as_float32",
+    "decode",
+    "pack_bits",
+    "q4_k_groups",
+    "tensor_nbytes",
+]
 
 GROUP = 32
+BF16 = np.dtype([("bf16", "<u2")])  # bfloat16 as its raw bits: numpy has no bfloat16 of its own
 # ggml type -> (values per block, bytes per block), for the types decoded here
 _BLOCKS = {0: (1, 4), 1: (1, 2), 30: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 12: (256, 144)}
 EXACT_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q8_0", "Q4_K")
@@ -102,29 +116,54 @@ def q4_k_groups(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return q, d * sc.astype(np.float32), -dmin * mn.astype(np.float32)
 
 
-def _affine(rows: tuple[int, ...], q: np.ndarray, scales: np.ndarray, biases: np.ndarray, bits: int) -> dict[str, Any]:
-    import mlx.core as mx
-
+def _affine(
+    rows: tuple[int, ...], q: np.ndarray, scales: np.ndarray, biases: np.ndarray, bits: int
+) -> dict[str, np.ndarray]:
     q = q.reshape(*rows, -1)
     return {
-        "weight": mx.array(pack_bits(q, bits)),
-        "scales": mx.array(scales.reshape(*rows, -1).astype(np.float16)),
-        "biases": mx.array(biases.reshape(*rows, -1).astype(np.float16)),
+        "weight": pack_bits(q, bits),
+        "scales": scales.reshape(*rows, -1).astype(np.float16),
+        "biases": biases.reshape(*rows, -1).astype(np.float16),
     }
 
 
-def decode(gguf: GGUFFile, info: TensorInfo) -> dict[str, Any]:
-    """``{"weight": …}`` (dense) or ``{"weight", "scales", "biases"}`` (MLX affine, group 32)."""
-    import mlx.core as mx
+def as_float32(array: np.ndarray) -> np.ndarray:
+    """A decoded dense array in float32 (bfloat16's bits widened: exact)."""
+    if array.dtype == BF16:
+        widened: np.ndarray = (array.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return widened
+    return array.astype(np.float32)
 
+
+def affine_quantize(values: np.ndarray, bits: int = 8, group: int = GROUP) -> dict[str, np.ndarray]:
+    """MLX's affine quantization (``mx.quantize``'s rule) of float32 ``values`` (last axis a multiple of
+    ``group``): per group, the edge farther from zero is represented exactly when it can be, the other
+    end within one step; scales and biases kept in float16 as MLX keeps them."""
+    rows = values.shape[:-1]
+    w = values.reshape(*rows, -1, group).astype(np.float32)
+    w_max, w_min = w.max(axis=-1, keepdims=True), w.min(axis=-1, keepdims=True)
+    bins = float((1 << bits) - 1)
+    below = np.abs(w_min) > np.abs(w_max)
+    scales = np.maximum((w_max - w_min) / bins, 1e-7)
+    scales = np.where(below, scales, -scales)
+    edge = np.where(below, w_min, w_max)
+    q0 = np.round(edge / scales)
+    scales = np.where(q0 != 0, edge / np.where(q0 != 0, q0, 1), scales)
+    biases = np.where(q0 == 0, 0, edge)
+    q = np.clip(np.round((w - biases) / scales), 0, bins).astype(np.uint32)
+    return _affine(rows, q, scales, biases, bits)
+
+
+def decode(gguf: GGUFFile, info: TensorInfo) -> dict[str, np.ndarray]:
+    """``{"weight": …}`` (dense) or ``{"weight", "scales", "biases"}`` (MLX affine, group 32)."""
     raw = gguf.raw(info, tensor_nbytes(info))
     shape, kind = info.shape, info.ggml_type
     if kind == 0:
-        return {"weight": mx.array(raw.view(np.float32).reshape(shape))}
+        return {"weight": raw.view(np.float32).reshape(shape)}
     if kind == 1:
-        return {"weight": mx.array(raw.view(np.float16).reshape(shape))}
+        return {"weight": raw.view(np.float16).reshape(shape)}
     if kind == 30:
-        return {"weight": mx.array(raw.view(np.uint16).reshape(shape)).view(mx.bfloat16)}
+        return {"weight": raw.view(BF16).reshape(shape)}
     per, size = _block(info)
     blocks = raw.reshape(*shape[:-1], shape[-1] // per, size)
     if kind == 8:  # Q8_0: d, 32 × int8
@@ -142,9 +181,7 @@ def decode(gguf: GGUFFile, info: TensorInfo) -> dict[str, Any]:
     return _requantized(raw, info)
 
 
-def _requantized(raw: np.ndarray, info: TensorInfo) -> dict[str, Any]:
-    import mlx.core as mx
-
+def _requantized(raw: np.ndarray, info: TensorInfo) -> dict[str, np.ndarray]:
     quants = _gguf_quants()
     if quants is None:
         raise UnsupportedQuantization(_unsupported(info))
@@ -153,8 +190,6 @@ def _requantized(raw: np.ndarray, info: TensorInfo) -> dict[str, Any]:
         values = quants.dequantize(rows, info.ggml_type).astype(np.float32).reshape(info.shape)
     except (NotImplementedError, KeyError, ValueError, TypeError) as exc:
         raise UnsupportedQuantization(_unsupported(info)) from exc
-    dense = mx.array(values)
-    if dense.ndim < 2 or dense.shape[-1] % GROUP:
-        return {"weight": dense.astype(mx.float16)}
-    weight, scales, biases = mx.quantize(dense, group_size=GROUP, bits=8)
-    return {"weight": weight, "scales": scales.astype(mx.float16), "biases": biases.astype(mx.float16)}
+    if values.ndim < 2 or values.shape[-1] % GROUP:
+        return {"weight": values.astype(np.float16)}
+    return affine_quantize(values, 8)
