@@ -206,7 +206,8 @@ def test_a_requantized_type_keeps_llama_cpps_values_within_an_8_bit_step(tmp_pat
     assert np.array_equal(out["scales"], np.array(scales.astype(mx.float16)))
     assert np.array_equal(out["biases"], np.array(biases.astype(mx.float16)))
     step = np.abs(theirs).max() * 2 / 255
-    ours = mx.dequantize(*(mx.array(out[k]) for k in ("weight", "scales", "biases")), group_size=32, bits=8)
+    weight8, scales8, biases8 = (mx.array(out[k]) for k in ("weight", "scales", "biases"))
+    ours = mx.dequantize(weight8, scales8, biases8, group_size=32, bits=8)
     assert np.abs(np.array(ours) - theirs).max() <= step
 
 
