@@ -15,12 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinytitan.engine.models.files import ModelUnavailable
-from tinytitan.engine.models.mlx.resolve import (
-    ALLOW_PATTERNS,
-    hub_cache_dir,
-    hub_offline,
-    root_cause,
-)
+from tinytitan.engine.models.mlx.resolve import hub_cache_dir, hub_offline, hub_snapshot
 
 __all__ = ["CachedRepo", "cached_repos", "find_cached", "pull", "remove"]
 
@@ -48,26 +43,11 @@ def pull(repo_id: str, cache_dir: Path | None = None) -> tuple[Path, bool]:
     when the cached copy is returned as it is)."""
     if not _HUB_ID.match(repo_id):
         raise ModelUnavailable(f"'{repo_id}' is not a hub id; give ORG/NAME (e.g. mlx-community/Qwen3-0.6B-4bit)")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-    cache = cache_dir or hub_cache_dir()
-    offline = hub_offline()
-    try:
-        path = snapshot_download(repo_id, cache_dir=cache, allow_patterns=ALLOW_PATTERNS, local_files_only=offline)
-    except GatedRepoError as exc:
-        raise ModelUnavailable(f"'{repo_id}' is gated on the Hugging Face hub: run `hf auth login` first") from exc
-    except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
-        raise ModelUnavailable(
-            f"'{repo_id}' was not found on the Hugging Face hub (check the spelling; a private repo needs "
-            "`hf auth login`)"
-        ) from exc
-    except Exception as exc:  # offline, no network, a dropped connection: the same way out
-        why = (
-            "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({root_cause(exc)})"
-        )
-        raise ModelUnavailable(f"cannot pull '{repo_id}': {why}; {_way_out(repo_id)}") from exc
-    return Path(str(path)), not offline
+    def unreachable(_cache: Path, why: str) -> str:
+        return f"cannot pull '{repo_id}': {why}; {_way_out(repo_id)}"
+
+    return hub_snapshot(repo_id, cache_dir=cache_dir, unreachable=unreachable), not hub_offline()
 
 
 def cached_repos(cache_dir: Path | None = None) -> list[CachedRepo]:

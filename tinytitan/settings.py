@@ -6,11 +6,8 @@ The CLI fills one ``Settings``; the app and the engine read only this object.
 from __future__ import annotations
 
 import ipaddress
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 __all__ = [
     "DEFAULT_HOST",
@@ -18,7 +15,6 @@ __all__ = [
     "MEMORY_SURFACES",
     "Settings",
     "SettingsError",
-    "default_memory_dir",
     "is_loopback",
 ]
 
@@ -29,15 +25,6 @@ HEADER_LIMIT = 64 * 1024  # request line + headers
 
 
 MEMORY_SURFACES = ("off", "minimal", "full")
-
-
-def default_memory_dir(env: Mapping[str, str] = os.environ) -> str:
-    """Where memory journals live by default: the user's data directory (XDG on Linux)."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return str(base / "tinytitan" / "memory")
 
 
 class SettingsError(ValueError):
@@ -100,7 +87,7 @@ class Settings:
     memory: bool = False
     memory_tools: str = "full"  # off | minimal | full
     memory_tool_rounds: int = 4  # memory-only turns the server runs before a tool-free answer
-    memory_dir: str | None = None  # None: default_memory_dir()
+    memory_dir: str | None = None  # None: tinytitan.paths.default_memory_dir()
     memory_fsync: bool = False  # sync the journal on every write
     memory_max_records: int = 5000  # per workspace; beyond it the least important go first
     memory_max_mib: int = 32  # per workspace, keys and values

@@ -11,6 +11,7 @@ from tinytitan.api.anthropic import wire as anthropic_wire
 from tinytitan.api.chat_completions import wire as chat_wire
 from tinytitan.api.openapi import BODY_ROUTES, openapi_document
 from tinytitan.api.responses import wire as responses_wire
+from tinytitan.api.responses.items import InputItemList
 
 DOC = openapi_document()
 SCHEMAS = DOC["components"]["schemas"]
@@ -70,3 +71,17 @@ def test_the_error_envelopes_come_from_the_structs() -> None:
     assert SCHEMAS["AnthropicError"]["properties"]["type"] == {"enum": ["error"]}
     refusal = DOC["paths"]["/v1/messages"]["post"]["responses"]["4XX"]["content"]["application/json"]["schema"]
     assert refusal == {"$ref": "#/components/schemas/AnthropicError"}
+
+
+def test_the_stored_response_routes_answer_structs() -> None:
+    def ok(path: str) -> dict[str, Any]:
+        schema: dict[str, Any] = DOC["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        return schema
+
+    assert ok("/v1/responses/{response_id}") == ref(responses_wire.Response)
+    assert ok("/v1/responses/{response_id}/input_items") == ref(InputItemList)
+    data = SCHEMAS["InputItemList"]["properties"]["data"]["items"]
+    kinds = {SCHEMAS[one["$ref"].rsplit("/", 1)[-1]]["properties"]["type"]["enum"][0] for one in data["anyOf"]}
+    assert kinds == {"message", "function_call", "function_call_output", "reasoning", "compaction"}
+    query = [p["name"] for p in DOC["paths"]["/v1/responses/{response_id}/input_items"]["get"]["parameters"]]
+    assert query == ["response_id", "order", "limit", "after"]

@@ -15,7 +15,6 @@ from tinytitan.chat.client import (
     ServerDown,
     TextDelta,
     ToolCallItem,
-    _sse_data,
 )
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.process import free_port
@@ -39,9 +38,24 @@ def _body(text: str, **extra: object) -> dict[str, object]:
     return {"model": STUB_MODEL, "input": text, "store": False, **extra}
 
 
-def test_sse_data_skips_comments_and_names() -> None:
-    lines = [": ping", "", "event: x", 'data: {"a":', "data: 1}", "", "data: last"]
-    assert list(_sse_data(iter(lines))) == ['{"a":\n1}', "last"]
+def test_the_stream_is_read_as_a_client_reads_server_sent_events() -> None:
+    """The one client SSE reader (``tinytitan.eventstream``): comments, names, ids, any line end, and
+    an event's data over several ``data:`` lines."""
+    import respx
+    from httpx import Response
+
+    body = (
+        ": ping\r\n\r\n"
+        "event: response.output_text.delta\r\nid: 1\r\n"
+        'data: {"type": "response.output_text.delta",\r\ndata:  "delta": "hi"}\r\n\r\n'
+        'data:{"type": "response.completed", "response": {"id": "resp_1"}}\n\n'
+    )
+    with respx.mock(base_url="http://elsewhere") as mock:
+        mock.post("/v1/responses").mock(
+            return_value=Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+        )
+        events = list(ChatClient("http://elsewhere").stream(_body("hi")))
+    assert events == [TextDelta("hi"), Completed({"id": "resp_1"})]
 
 
 def test_stream_yields_thoughts_text_and_the_final_response(server: LiveServer) -> None:

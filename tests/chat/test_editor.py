@@ -9,7 +9,7 @@ import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from tinytitan.chat.editor import Editor, history_path, is_open_block, unwrap_block
+from tinytitan.chat.editor import Editor, is_open_block, unwrap_block
 
 
 @pytest.fixture
@@ -20,13 +20,6 @@ def keys() -> Iterator[PipeInput]:
 
 def _editor(tmp_path: Path, keys: PipeInput) -> Editor:
     return Editor(tmp_path / "history", input=keys, output=DummyOutput())
-
-
-def test_history_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert history_path() == tmp_path / "tinytitan" / "chat_history"
-    monkeypatch.delenv("XDG_DATA_HOME")
-    assert history_path() == Path.home() / ".local" / "share" / "tinytitan" / "chat_history"
 
 
 def test_blocks() -> None:

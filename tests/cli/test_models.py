@@ -163,11 +163,14 @@ def test_pull_offline_names_the_id_and_the_way_out(tmp_path: Path) -> None:
         assert ("offline" if "HF_HUB_OFFLINE" in env else "could not be reached") in message
 
 
-def test_pull_offline_of_a_cached_model_says_where_it_is(tiny_dir: Path, tmp_path: Path) -> None:
+def test_pull_offline_of_a_cached_model_says_where_it_is(
+    tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
     snapshot = fake_hub_repo(tmp_path / "hub", "acme/tiny-chat", tiny_dir)
-    result = runner.invoke(
-        app, ["models", "pull", "acme/tiny-chat", "--cache-dir", str(tmp_path / "hub")], env={"HF_HUB_OFFLINE": "1"}
-    )
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1, as huggingface-hub read it
+    result = runner.invoke(app, ["models", "pull", "acme/tiny-chat", "--cache-dir", str(tmp_path / "hub")])
     assert result.exit_code == 0, result.output
     assert str(snapshot) in result.output and "offline" in result.output
 

@@ -1,4 +1,4 @@
-"""The test-side SSE reader reads a stream the way a client does."""
+"""The test-side SSE helpers: the client's reader (tests/test_eventstream.py), read into test shapes."""
 
 from __future__ import annotations
 
@@ -7,22 +7,9 @@ import pytest
 from tinytitan.testing import sse
 
 
-def test_comments_are_not_frames_and_data_lines_join() -> None:
+def test_data_keeps_done_as_it_came() -> None:
     body = ': ping\n\nevent: a\ndata: {"x":\ndata: 1}\n\ndata: [DONE]\n\n'
-    assert sse.frames(body) == [sse.Frame("a", '{"x":\n1}'), sse.Frame(None, "[DONE]")]
     assert sse.data(body) == ['{"x":\n1}', "[DONE]"]
-
-
-def test_a_frame_without_its_blank_line_is_not_dispatched() -> None:
-    assert sse.data("data: one\n\ndata: two\n") == ["one"]
-
-
-def test_any_line_end_and_the_optional_space() -> None:
-    assert sse.data("data:a\r\n\r\ndata: b\r\rdata:  c\n\n") == ["a", "b", " c"]
-
-
-def test_a_line_separator_inside_data_is_text() -> None:
-    assert sse.data('data: "a\u2028b"\n\n') == ['"a\u2028b"']
 
 
 def test_lines_as_an_iterable() -> None:

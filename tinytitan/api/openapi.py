@@ -23,6 +23,7 @@ from tinytitan.api.chat_completions import wire as chat_wire
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 from tinytitan.api.chat_completions.wire import ChatCompletion
 from tinytitan.api.responses import wire as responses_wire
+from tinytitan.api.responses.items import InputItemList
 from tinytitan.api.responses.protocol import CompactRequest, ResponsesRequest
 from tinytitan.api.responses.wire import Compaction, Deleted, Response
 from tinytitan.api.wire import (
@@ -84,10 +85,27 @@ _PLAIN_ANSWERS: list[type[Any]] = [
     OpenAIModel,
     AnthropicModel,
     Deleted,
+    InputItemList,
     OpenAIError,
     AnthropicError,
 ]
 _DONE = {"const": "[DONE]", "description": "The last data line of a Chat Completions stream"}
+_INPUT_ITEMS_QUERY: list[dict[str, Any]] = [
+    {"name": "order", "in": "query", "required": False, "schema": {"enum": ["asc", "desc"], "default": "desc"}},
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+    },
+    {
+        "name": "after",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "An item id: the page starts after it.",
+    },
+]
 
 
 def _ref(kind: type[Any]) -> dict[str, str]:
@@ -172,7 +190,9 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
         "delete": _plain("Delete a stored response", params=one, answers=(Deleted,)),
     }
     paths["/v1/responses/{response_id}/cancel"] = {"post": _plain("Cancel a background response", params=one)}
-    paths["/v1/responses/{response_id}/input_items"] = {"get": _plain("A stored response's input items", params=one)}
+    items = _plain("A stored response's input items, a page at a time", params=one, answers=(InputItemList,))
+    items["parameters"] += _INPUT_ITEMS_QUERY
+    paths["/v1/responses/{response_id}/input_items"] = {"get": items}
     return {
         "openapi": "3.1.0",
         "info": {"title": "TinyTitan", "version": "1"},

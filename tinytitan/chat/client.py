@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta  # the server's own text pieces
+from tinytitan.eventstream import read_frames
 
 __all__ = [
     "ChatClient",
@@ -102,20 +103,6 @@ def _origin(url: str) -> str:
     parsed = httpx.URL(url)
     port = f":{parsed.port}" if parsed.port else ""
     return f"{parsed.scheme}://{parsed.host}{port}"
-
-
-def _sse_data(lines: Iterator[str]) -> Iterator[str]:
-    """The ``data`` of each SSE event (comments such as ``: ping`` and ``event:`` names skipped)."""
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if data:
-                yield "\n".join(data)
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    if data:
-        yield "\n".join(data)
 
 
 def _cwd() -> str | None:
@@ -244,8 +231,8 @@ class ChatClient:
                 raise self._refused(response)
             finished = False
             try:
-                for data in _sse_data(response.iter_lines()):
-                    event = _event(data)
+                for frame in read_frames(response.iter_lines()):
+                    event = _event(frame.data)
                     if event is not None:
                         finished = finished or isinstance(event, Completed)
                         yield event

@@ -1,7 +1,7 @@
 """The input line: prompt_toolkit, with history kept across sessions and multi-line input.
 
-- History lives in ``$XDG_DATA_HOME/tinytitan/chat_history`` (``~/.local/share/…``), readable by
-  its owner only; Up / Down and Ctrl-R search it.
+- History lives in ``$XDG_DATA_HOME/tinytitan/chat_history`` (``~/.local/share/…``; see
+  ``tinytitan.paths``), readable by its owner only; Up / Down and Ctrl-R search it.
 - A paste keeps its newlines (bracketed paste). A line ending in ``\\`` continues on the next
   line; Alt-Enter (or Esc then Enter) inserts a newline; ``\"\"\"`` opens a block that a line
   ending in ``\"\"\"`` closes (as in ``ollama run``).
@@ -21,14 +21,11 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output
 
-__all__ = ["Editor", "history_path", "is_open_block", "unwrap_block"]
+from tinytitan.paths import chat_history_path
+
+__all__ = ["Editor", "is_open_block", "unwrap_block"]
 
 BLOCK = '"""'
-
-
-def history_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "tinytitan" / "chat_history"
 
 
 def is_open_block(text: str) -> bool:
@@ -85,7 +82,7 @@ class Editor:
     def __init__(
         self, history: Path | None = None, *, input: Input | None = None, output: Output | None = None
     ) -> None:
-        path = history or history_path()
+        path = history or chat_history_path()
         _owner_only(path)
         self._session: PromptSession[str] = PromptSession(
             input=input,

@@ -133,7 +133,7 @@ _FLAGS: dict[str, Any] = {
 
 def memory_dir(value: str | None) -> str:
     """``--memory-dir`` as an absolute path, or the default under the user's data directory."""
-    from tinytitan.settings import default_memory_dir
+    from tinytitan.paths import default_memory_dir
 
     return os.path.abspath(os.path.expanduser(value or default_memory_dir()))
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from tinytitan.eventstream import frames
+
 __all__ = ["FUZZ_SCRIPT", "FuzzReport", "envelope_problem", "fuzz"]
 
 # ``raw`` model text: the stub then skips its own structured-output check (a random schema would
@@ -169,7 +171,7 @@ def fuzz(
         elif (
             r.headers.get("content-type", "").startswith("text/event-stream")
             and "/chat/" in path
-            and not body.rstrip().endswith(b"data: [DONE]")
+            and [f.data for f in frames(body.decode(errors="replace"))][-1:] != ["[DONE]"]
         ):
             report.add_problem(f"chat stream without [DONE] on {path}: {body[-200:]!r}")
 

@@ -9,6 +9,7 @@ import pytest
 
 from tinytitan.api.responses.mapping import map_input, map_tools, to_chat_request
 from tinytitan.api.responses.protocol import ResponsesRequest, TextParam
+from tinytitan.api.wire import kind
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.passes.compaction import encode_payload
 from tinytitan.engine.request import FormatRequest, ModelInfo
@@ -42,13 +43,13 @@ def test_items_without_type_are_inferred() -> None:
         ("assistant", "ab"),
     ]
     assert mapped.messages[1].tool_calls[0].id == "c1"
-    assert [i["type"] for i in mapped.items] == [
+    assert [kind(i) for i in mapped.items] == [
         "message",
         "function_call",
         "function_call_output",
         "message",
     ]
-    assert all(i["id"] for i in mapped.items)
+    assert all(i.id for i in mapped.items)
 
 
 def test_calls_join_the_preceding_assistant_message_and_reasoning_is_skipped() -> None:

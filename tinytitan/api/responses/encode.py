@@ -315,14 +315,14 @@ class OutputBuilder:
 class ResponsesStream:
     """The Responses encoding of one generation: the stream events and the object come from the same
     ``OutputBuilder``. ``on_done`` gets the final object of a generation that finished (completed or
-    incomplete), on both paths, as plain JSON values — the route stores it."""
+    incomplete), on both paths — the route stores it."""
 
-    def __init__(self, builder: OutputBuilder, on_done: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, builder: OutputBuilder, on_done: Callable[[Response], None]) -> None:
         self.builder = builder
         self.on_done = on_done
 
     def done(self) -> None:
-        self.on_done(msgspec.to_builtins(self.builder.response))
+        self.on_done(self.builder.response)
 
     def frames(self, events: list[Tagged]) -> list[SSE]:
         return [SSE(e, event=kind(e)) for e in events]

@@ -1,16 +1,19 @@
 """Responses request → ``ChatRequest`` (reference §9): input items, tools, tool choice, format, refusals.
 
 ``map_input`` turns ``input`` (a string or items) into guidance, decoded compaction notes and
-conversation messages, plus the normalised items a stored response keeps. ``to_chat_request`` adds
-the rest of the request. Everything the one validator checks is left to it.
+conversation messages, plus the items a stored response keeps: each checked field by field (errors
+name ``input[i]…``) and parsed ONCE into an ``items.InputItem``. ``map_items`` maps items already
+parsed (a stored conversation, for ``previous_response_id``) without reading JSON again.
+``to_chat_request`` adds the rest of the request. Everything the one validator checks is left to it.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
@@ -24,6 +27,15 @@ from tinytitan.engine.request import (
     new_id,
 )
 
+from .items import (
+    ContentPart,
+    InputFunctionCallItem,
+    InputFunctionCallOutputItem,
+    InputItem,
+    InputMessageItem,
+    InputReasoningItem,
+    RefusalPart,
+)
 from .protocol import ResponsesRequest
 
 __all__ = [
@@ -31,6 +43,7 @@ __all__ = [
     "MappedInput",
     "Resolver",
     "map_input",
+    "map_items",
     "map_tools",
     "new_item_id",
     "to_chat_request",
@@ -47,7 +60,8 @@ _ID_PREFIX = {
     "compaction": "cmp",
 }
 
-Resolver = Callable[[str], dict[str, Any] | None]
+Resolver = Callable[[str], InputItem | None]
+"""An ``item_reference`` id → the stored item it names (None: no such item)."""
 
 
 def new_item_id(kind: str) -> str:
@@ -59,7 +73,7 @@ class MappedInput:
     guidance: list[str] = field(default_factory=list)  # system / developer texts, in order
     notes: list[str] = field(default_factory=list)  # decoded compaction summaries
     messages: list[Message] = field(default_factory=list)  # user / assistant / tool
-    items: list[dict[str, Any]] = field(default_factory=list)  # normalised items, ids filled
+    items: list[InputItem] = field(default_factory=list)  # the items, parsed (ids filled)
     thought: str | None = None  # a replayed reasoning item, for the assistant turn that follows it
 
     def extend(self, other: MappedInput) -> None:
@@ -82,24 +96,24 @@ def _kind(item: dict[str, Any], where: str) -> str:
     raise InvalidRequest("an input item needs a type", param=f"{where}.type", code="invalid_value")
 
 
-def _part_text(part: Any, where: str) -> str:
+def _check_part(part: Any, where: str) -> None:
     if not isinstance(part, dict):
         raise InvalidRequest("a content part must be an object", param=where, code="invalid_json")
     kind = part.get("type")
     if kind in _TEXT_PARTS or kind == "refusal":
-        text = part.get("refusal" if kind == "refusal" else "text")
-        if not isinstance(text, str):
+        if not isinstance(part.get("refusal" if kind == "refusal" else "text"), str):
             raise InvalidRequest(f"a {kind} part needs a string", param=where)
-        return text
+        return
     raise text_only(f"content parts of type '{kind}'", where)
 
 
-def _content(value: Any, where: str) -> str:
-    if isinstance(value, str):
-        return value
+def _check_content(value: Any, where: str) -> None:
+    """Text, or a list of text parts (``input_text``, ``output_text``, ``text``, ``refusal``)."""
     if isinstance(value, list):
-        return "".join(_part_text(p, f"{where}[{j}]") for j, p in enumerate(value))
-    raise InvalidRequest("content must be a string or a list of text parts", param=where)
+        for j, part in enumerate(value):
+            _check_part(part, f"{where}[{j}]")
+    elif not isinstance(value, str):
+        raise InvalidRequest("content must be a string or a list of text parts", param=where)
 
 
 def _string(item: dict[str, Any], key: str, where: str) -> str:
@@ -109,15 +123,21 @@ def _string(item: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _normalised(item: dict[str, Any], kind: str) -> dict[str, Any]:
-    out = copy.deepcopy(item)
+def _parsed(item: dict[str, Any], kind: str, where: str) -> InputItem:
+    """A checked item as its struct: ``type`` and ``id`` filled, a string ``content`` made one part."""
+    out = dict(item)
     out["type"] = kind
     if not isinstance(out.get("id"), str) or not out["id"]:
         out["id"] = new_item_id(kind)
     if kind == "message" and isinstance(out.get("content"), str):
         part = "output_text" if out.get("role") == "assistant" else "input_text"
         out["content"] = [{"type": part, "text": out["content"]}]
-    return out
+    try:
+        parsed: InputItem = msgspec.convert(out, InputItem)
+    except msgspec.ValidationError as exc:  # a field the checks above leave to the struct (a status, a part)
+        detail, _, path = str(exc).partition(" - at `$")
+        raise InvalidRequest(f"invalid {kind} item: {detail}", param=where + path.removesuffix("`")) from None
+    return parsed
 
 
 def _take_thought(mapped: MappedInput) -> str | None:
@@ -125,16 +145,16 @@ def _take_thought(mapped: MappedInput) -> str | None:
     return thought
 
 
-def _thought_text(item: dict[str, Any]) -> str:
+def _thought_text(item: InputReasoningItem) -> str:
     """A reasoning item's readable text: its summary parts, else its reasoning_text content."""
-    texts: list[str] = []
-    for key in ("summary", "content"):
-        for part in item.get(key) or ():
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-        if texts:
-            break
+    texts = [part.text for part in item.summary] if isinstance(item.summary, list) else []
+    if not texts and isinstance(item.content, list):
+        texts = [part.text for part in item.content]
     return "\n\n".join(texts)
+
+
+def _text(parts: list[ContentPart]) -> str:
+    return "".join(part.refusal if isinstance(part, RefusalPart) else part.text for part in parts)
 
 
 def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
@@ -146,17 +166,15 @@ def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
         mapped.messages.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning, source=Source(where)))
 
 
-def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Resolver) -> None:
+def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputItem:
+    """One input item checked (errors name ``where``) and parsed; a reference is the item it names."""
     kind = _kind(item, where)
     if kind == "item_reference":
         ref = _string(item, "id", where)
         found = resolve(ref)
         if found is None:
             raise InvalidRequest(f"Item with id '{ref}' not found.", param=f"{where}.id", code="item_not_found")
-        if found.get("type") == "item_reference":
-            raise InvalidRequest("an item_reference may not name another reference", param=f"{where}.id")
-        _map_item(mapped, found, where, resolve)
-        return
+        return found
     if kind == "message":
         role = item.get("role")
         if role not in _ROLES:
@@ -167,46 +185,55 @@ def _map_item(mapped: MappedInput, item: dict[str, Any], where: str, resolve: Re
             )
         if item.get("content") is None:
             raise InvalidRequest("a message item needs content", param=f"{where}.content", code="invalid_message")
-        text = _content(item["content"], f"{where}.content")
-        if role in ("system", "developer"):
-            if text:
-                mapped.guidance.append(text)
-        else:
-            reasoning = _take_thought(mapped) if role == "assistant" else None
-            mapped.messages.append(Message(role, text, reasoning=reasoning, source=Source(where)))
+        _check_content(item["content"], f"{where}.content")
     elif kind == "function_call":
-        arguments = item.get("arguments", "")
-        if not isinstance(arguments, str):
+        if not isinstance(item.get("arguments", ""), str):
             raise InvalidRequest("arguments must be a JSON string", param=f"{where}.arguments")
-        namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
-        call_id = _string(item, "call_id", where)
-        source = Source(where, {"id": "call_id"})
-        _add_call(mapped, ToolCall(call_id, _string(item, "name", where), arguments, namespace, source), where)
+        _string(item, "call_id", where)
+        _string(item, "name", where)
     elif kind == "function_call_output":
-        output = _content(item.get("output"), f"{where}.output")
-        call_id = _string(item, "call_id", where)
-        source = Source(where, {"tool_call_id": "call_id"})
-        mapped.messages.append(Message("tool", output, tool_call_id=call_id, source=source))
-    elif kind == "reasoning":
-        mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
-    elif kind == "compaction":
-        body = decode_payload(item.get("encrypted_content"), param=f"{where}.encrypted_content")
-        mapped.notes.append(str(body["summary"]))
+        _check_content(item.get("output"), f"{where}.output")
+        _string(item, "call_id", where)
     elif kind == "compaction_trigger":  # the last item asks for a compaction turn; elsewhere it means nothing
         raise InvalidRequest("a compaction_trigger item must be the last input item", param=f"{where}.type")
-    else:
+    elif kind not in ("reasoning", "compaction"):
         raise InvalidRequest(
             f"input items of type '{kind}' are not supported", param=f"{where}.type", code="unsupported_value"
         )
-    mapped.items.append(_normalised(item, kind))
+    return _parsed(item, kind, where)
+
+
+def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
+    """One parsed item into the conversation (``where`` names it in later errors)."""
+    if isinstance(item, InputMessageItem):
+        text = _text(item.content)
+        if item.role in ("system", "developer"):
+            if text:
+                mapped.guidance.append(text)
+        else:
+            reasoning = _take_thought(mapped) if item.role == "assistant" else None
+            mapped.messages.append(Message(item.role, text, reasoning=reasoning, source=Source(where)))
+    elif isinstance(item, InputFunctionCallItem):
+        namespace = item.namespace if isinstance(item.namespace, str) else None
+        source = Source(where, {"id": "call_id"})
+        _add_call(mapped, ToolCall(item.call_id, item.name, item.arguments, namespace, source), where)
+    elif isinstance(item, InputFunctionCallOutputItem):
+        output = item.output if isinstance(item.output, str) else _text(item.output)
+        source = Source(where, {"tool_call_id": "call_id"})
+        mapped.messages.append(Message("tool", output, tool_call_id=item.call_id, source=source))
+    elif isinstance(item, InputReasoningItem):
+        mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
+    else:  # a compaction note
+        body = decode_payload(item.encrypted_content, param=f"{where}.encrypted_content")
+        mapped.notes.append(str(body["summary"]))
+    mapped.items.append(item)
 
 
 def map_input(value: Any, *, resolve: Resolver, param: str = "input") -> MappedInput:
-    """A Responses ``input`` (string or items) mapped; errors name ``input[i]…``."""
+    """A Responses ``input`` (string or items) parsed and mapped; errors name ``input[i]…``."""
     mapped = MappedInput()
     if isinstance(value, str):
-        mapped.messages.append(Message("user", value, source=Source(param)))
-        mapped.items.append(_normalised({"role": "user", "content": value}, "message"))
+        _map_item(mapped, _parsed({"role": "user", "content": value}, "message", param), param)
         return mapped
     if not isinstance(value, list):
         raise InvalidRequest(f"{param} must be a string or a list of items", param=param)
@@ -214,7 +241,15 @@ def map_input(value: Any, *, resolve: Resolver, param: str = "input") -> MappedI
         where = f"{param}[{i}]"
         if not isinstance(item, dict):
             raise InvalidRequest("an input item must be an object", param=where, code="invalid_json")
-        _map_item(mapped, item, where, resolve)
+        _map_item(mapped, _parse_item(item, where, resolve), where)
+    return mapped
+
+
+def map_items(items: Sequence[InputItem], *, param: str) -> MappedInput:
+    """Items parsed before (a stored conversation) mapped as they are; sources name ``param[i]``."""
+    mapped = MappedInput()
+    for i, item in enumerate(items):
+        _map_item(mapped, item, f"{param}[{i}]")
     return mapped
 
 
@@ -265,7 +300,7 @@ def _refuse(wire: ResponsesRequest) -> None:
 def to_chat_request(
     wire: ResponsesRequest,
     *,
-    history: list[dict[str, Any]],
+    history: Sequence[InputItem],
     resolve: Resolver,
     workspace: str | None = None,
 ) -> tuple[ChatRequest, MappedInput]:
@@ -275,7 +310,7 @@ def to_chat_request(
         raise InvalidRequest("model is required", param="model")
     if wire.input is None:
         raise InvalidRequest("input is required", param="input")
-    conversation = map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
+    conversation = map_items(history, param="previous_response_id")
     current = map_input(wire.input, resolve=resolve)
     conversation.extend(current)
     system = ([wire.instructions] if wire.instructions else []) + conversation.guidance

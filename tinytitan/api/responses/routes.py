@@ -14,7 +14,8 @@ from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.passes.compaction import compact
 
 from .encode import compaction_object
-from .mapping import MappedInput, map_input
+from .items import InputItem, InputItemList
+from .mapping import MappedInput, map_input, map_items
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn
@@ -33,7 +34,7 @@ class ResponsesController(Controller):
     ) -> Response[ResponseObject] | ServerSentEvent:
         store = responses_store
         wire = await read_json(request, ResponsesRequest)
-        history: list[dict[str, Any]] = []
+        history: list[InputItem] = []
         if wire.previous_response_id:
             history = store.stored(wire.previous_response_id, param="previous_response_id").conversation()
         turn = await start_turn(
@@ -57,7 +58,7 @@ class ResponsesController(Controller):
         mapped = MappedInput()
         if wire.previous_response_id:
             previous = responses_store.stored(wire.previous_response_id, param="previous_response_id")
-            mapped = map_input(previous.conversation(), resolve=responses_store.find_item, param="previous_response_id")
+            mapped = map_items(previous.conversation(), param="previous_response_id")
         if wire.input is not None:
             mapped.extend(map_input(wire.input, resolve=responses_store.find_item))
         work = compact(
@@ -72,7 +73,7 @@ class ResponsesController(Controller):
         return compaction_object(result, wire.instructions)
 
     @get("/{response_id:str}")
-    async def retrieve(self, response_id: FromPath[str], responses_store: StoreDep) -> dict[str, Any]:
+    async def retrieve(self, response_id: FromPath[str], responses_store: StoreDep) -> ResponseObject:
         return responses_store.stored(response_id).response
 
     @delete("/{response_id:str}", status_code=200)
@@ -94,6 +95,6 @@ class ResponsesController(Controller):
         order: FromQuery[str] = "desc",
         limit: FromQuery[int] = 20,
         after: FromQuery[str | None] = None,
-    ) -> dict[str, Any]:
+    ) -> InputItemList:
         stored = responses_store.stored(response_id)
         return page(stored.input_items, order=order, limit=limit, after=after)

@@ -31,7 +31,8 @@ from tinytitan.engine.request import Sampling
 from tinytitan.engine.service import Engine
 
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
-from .mapping import MappedInput, Resolver, map_input, to_chat_request
+from .items import InputItem
+from .mapping import Resolver, map_items, to_chat_request
 from .protocol import ResponsesRequest
 from .wire import OutputItem
 from .wire import Response as ResponseObject
@@ -42,7 +43,7 @@ log = logging.getLogger("tinytitan.api")
 
 COMPACTION_TRIGGER = "compaction_trigger"
 
-Finished = Callable[[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]], None]
+Finished = Callable[[ResponseObject, list[InputItem], list[InputItem]], None]
 """Called with a finished turn's response, its input items and the history before them (to store)."""
 
 
@@ -133,7 +134,7 @@ async def start_turn(
     engine: Engine,
     wire: ResponsesRequest,
     *,
-    history: list[dict[str, Any]],
+    history: list[InputItem],
     resolve: Resolver,
     on_done: Finished,
     workspace: str | None = None,
@@ -151,7 +152,7 @@ async def start_turn(
     store = wire.store is not False
     if compaction:
         model = chat.model  # an unknown name is refused below, before any work
-        mapped = map_input(history, resolve=resolve, param="previous_response_id") if history else MappedInput()
+        mapped = map_items(history, param="previous_response_id")
         mapped.extend(current)
         require_messages(mapped.messages)
         served = engine.route(model)[0]

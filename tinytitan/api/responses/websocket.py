@@ -42,10 +42,11 @@ from tinytitan.api.wire import encode_text
 from tinytitan.engine.errors import InvalidRequest, QueueFull, TinyTitanError
 from tinytitan.engine.service import Engine
 
+from .items import InputItem
 from .protocol import ResponsesRequest
-from .store import ResponseStore, StoredResponse
+from .store import ResponseStore, StoredResponse, finished
 from .turn import start_turn
-from .wire import SocketError
+from .wire import Response, SocketError
 
 __all__ = ["DEFAULT_MAX_AGE", "MAX_WAITING", "ResponsesSocket", "responses_socket", "socket_error"]
 
@@ -161,7 +162,7 @@ class ResponsesSocket:
             return
         await self._create(message)
 
-    def _history(self, wire: ResponsesRequest) -> list[dict[str, Any]]:
+    def _history(self, wire: ResponsesRequest) -> list[InputItem]:
         wanted = wire.previous_response_id
         if not wanted:
             return []
@@ -174,10 +175,12 @@ class ResponsesSocket:
             )
         return found.conversation()
 
-    def _done(self, response: dict[str, Any], items: list[dict[str, Any]], history: list[dict[str, Any]]) -> None:
-        self.store.remember(response, items, history)
-        if response.get("status") in ("completed", "incomplete"):
-            self.latest = StoredResponse(response, items, [*history, *items])
+    def _done(self, response: Response, items: list[InputItem], history: list[InputItem]) -> None:
+        stored = finished(response, items, history)
+        if stored is not None:
+            self.latest = stored
+            if response.store:
+                self.store.put(stored)
 
     def _evict(self, response_id: str | None) -> None:
         if response_id and self.latest is not None and self.latest.id == response_id:

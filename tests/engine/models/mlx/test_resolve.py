@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +15,11 @@ from tinytitan.engine.models.mlx import DEFAULT_MODEL, MlxBackend, ModelUnavaila
 
 @pytest.fixture()
 def offline_empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    """huggingface-hub's own constants (what ``HF_HOME=… HF_HUB_OFFLINE=1`` make of them at its import)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     return tmp_path / "hf"
 
 
@@ -93,3 +98,51 @@ def test_context_window_and_sampling_defaults() -> None:
 def test_an_unknown_dtype_is_refused(tiny_dir: Path) -> None:
     with pytest.raises(ModelUnavailable, match="dtype"):
         MlxBackend(str(tiny_dir), dtype="float8")
+
+
+def test_the_hub_cache_is_huggingface_hubs_own(tmp_path: Path) -> None:
+    """``hub_cache_dir`` is huggingface-hub's ``HF_HUB_CACHE``: every variable it reads, the legacy one too."""
+    code = "from tinytitan.engine.models.mlx.resolve import hub_cache_dir; print(hub_cache_dir())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_", "XDG_"))}
+    cases = [
+        ({"HF_HOME": str(tmp_path / "home")}, tmp_path / "home" / "hub"),
+        ({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, tmp_path / "xdg" / "huggingface" / "hub"),
+        ({"HUGGINGFACE_HUB_CACHE": str(tmp_path / "legacy")}, tmp_path / "legacy"),
+        ({"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home")}, tmp_path / "hub"),
+    ]
+    for extra, expected in cases:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True, check=True
+        )
+        assert Path(done.stdout.strip()) == expected, extra
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        ("GatedRepoError", "model 'some-org/Tiny' is gated on the Hugging Face hub: run `hf auth login` first"),
+        ("RepositoryNotFoundError", "model 'some-org/Tiny' was not found on the Hugging Face hub (check the spelling"),
+    ],
+)
+def test_every_download_goes_through_one_wrapper_that_names_what_the_hub_said(
+    offline_empty_cache: Path, monkeypatch: pytest.MonkeyPatch, error: str, words: str
+) -> None:
+    import httpx
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    from tinytitan.hub import pull
+
+    calls: list[str] = []
+
+    def refused(repo: str, **_: object) -> str:
+        calls.append(repo)
+        response = httpx.Response(404, request=httpx.Request("GET", "https://huggingface.co"))
+        raise getattr(errors, error)("refused", response=response)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refused)
+    for download in (lambda: resolve_model("some-org/Tiny"), lambda: pull("some-org/Tiny")):
+        with pytest.raises(ModelUnavailable) as err:
+            download()
+        assert err.value.message.startswith(words)
+    assert calls == ["some-org/Tiny", "some-org/Tiny"]

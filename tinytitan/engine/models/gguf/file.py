@@ -4,6 +4,12 @@ The format (llama.cpp's ``gguf.md``): ``GGUF``, a version (2 or 3), tensor and k
 key/value metadata, one record per tensor (name, dims innermost first, ggml type, offset), then the
 tensor data from an aligned offset. Arrays of numbers come back as numpy arrays, arrays of strings
 as lists. Tensor bytes are read lazily through a memory map, one tensor at a time.
+
+Not ``gguf.GGUFReader``: it builds a record per element of every array, about 2 s for the embedded
+SmolLM2's 49k-token vocabulary against 40 ms here, and ``tinytitan models`` reads every GGUF file it
+lists; nor its tables, so that a file of the types decoded here (``quants.EXACT_TYPES``) is read
+and converted without the ``gguf`` package. tests/engine/models/gguf/test_file.py holds both to
+llama.cpp's: the same records as ``GGUFReader`` reads, the same tables as ``gguf`` has.
 """
 
 from __future__ import annotations
@@ -16,7 +22,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GGML_TYPE_NAMES", "GGUFError", "GGUFFile", "TensorInfo", "is_gguf", "read_gguf"]
+__all__ = [
+    "ARRAY",
+    "GGML_TYPE_NAMES",
+    "MAGIC",
+    "STRING",
+    "VALUE_TYPES",
+    "VERSIONS",
+    "GGUFError",
+    "GGUFFile",
+    "TensorInfo",
+    "is_gguf",
+    "read_gguf",
+]
 
 MAGIC = b"GGUF"
 
@@ -25,16 +43,17 @@ GGML_TYPE_NAMES = {
     10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
     17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS",
     24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0",
-    35: "TQ2_0", 39: "MXFP4",
+    35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0",
 }  # fmt: skip
 
 # metadata value types: id -> (struct format, numpy dtype) for the fixed-size ones
-_SCALARS = {
+VALUE_TYPES = {
     0: ("<B", np.uint8), 1: ("<b", np.int8), 2: ("<H", np.uint16), 3: ("<h", np.int16),
     4: ("<I", np.uint32), 5: ("<i", np.int32), 6: ("<f", np.float32), 7: ("<?", np.bool_),
     10: ("<Q", np.uint64), 11: ("<q", np.int64), 12: ("<d", np.float64),
 }  # fmt: skip
-_STRING, _ARRAY = 8, 9
+STRING, ARRAY = 8, 9
+VERSIONS = (2, 3)
 
 
 class GGUFError(ValueError):
@@ -114,20 +133,20 @@ class _Cursor:
         return raw.decode("utf-8", errors="replace")
 
     def value(self, kind: int) -> Any:
-        if kind == _STRING:
+        if kind == STRING:
             return self.string()
-        if kind == _ARRAY:
+        if kind == ARRAY:
             item, count = self.take("<I"), self.take("<Q")
-            if item == _STRING:
+            if item == STRING:
                 return [self.string() for _ in range(count)]
-            if item in _SCALARS:
-                dtype = np.dtype(_SCALARS[item][1]).newbyteorder("<")
+            if item in VALUE_TYPES:
+                dtype = np.dtype(VALUE_TYPES[item][1]).newbyteorder("<")
                 out = np.frombuffer(self.buf, dtype=dtype, count=count, offset=self.pos).copy()
                 self.pos += out.nbytes
                 return out
             return [self.value(item) for _ in range(count)]  # arrays of arrays
-        if kind in _SCALARS:
-            value = self.take(_SCALARS[kind][0])
+        if kind in VALUE_TYPES:
+            value = self.take(VALUE_TYPES[kind][0])
             return bool(value) if kind == 7 else value
         raise GGUFError(f"{self.path}: unknown metadata value type {kind}")
 
@@ -142,7 +161,7 @@ def read_gguf(path: Path) -> GGUFFile:
             raise GGUFError(f"{path} is not a GGUF file")
         cur.pos = 4
         version = cur.take("<I")
-        if version not in (2, 3):
+        if version not in VERSIONS:
             raise GGUFError(f"{path}: GGUF version {version} is not supported (2 and 3 are)")
         n_tensors, n_kv = cur.take("<Q"), cur.take("<Q")
         metadata: dict[str, Any] = {}

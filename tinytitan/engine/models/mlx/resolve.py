@@ -13,8 +13,8 @@ No mlx import here: this runs at startup and for ``info``.
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ __all__ = [
     "ModelSource",
     "hub_cache_dir",
     "hub_offline",
+    "hub_snapshot",
     "resolve_model",
     "root_cause",
 ]
@@ -33,7 +34,6 @@ __all__ = [
 DEFAULT_MODEL = "mlx-community/Qwen3-0.6B-4bit"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
-_TRUE = {"1", "true", "yes", "on"}
 _STORE_PREFIXES = ("ollama:", "lmstudio:", "embedded:")
 
 
@@ -47,19 +47,18 @@ class ModelSource:
 
 
 def hub_cache_dir() -> Path:
-    """huggingface-hub's cache, read from the environment now (not at import time)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "huggingface" / "hub"
+    """huggingface-hub's cache: its own ``HF_HUB_CACHE`` constant (from ``HF_HUB_CACHE``, ``HF_HOME``
+    or ``XDG_CACHE_HOME``, as huggingface-hub read them when first imported — lazily, here)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
 
 
 def hub_offline() -> bool:
-    """Whether the environment says the hub is offline (read now, not at import time)."""
-    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in flags)
+    """huggingface-hub's own ``HF_HUB_OFFLINE`` (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _how_to_get(repo: str, *, default: bool, offline: bool) -> str:
@@ -81,30 +80,40 @@ def root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _download(repo: str, *, default: bool) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-    except ImportError as exc:  # pragma: no cover - an installation problem
-        raise ModelUnavailable(
-            f"model '{repo}' looks like a hub id but huggingface-hub is not installed; "
-            "pass --model /path/to/a/local/model/directory"
-        ) from exc
-    cache = hub_cache_dir()
+def hub_snapshot(repo: str, *, cache_dir: Path | None = None, unreachable: Callable[[Path, str], str]) -> Path:
+    """The one download from the Hugging Face hub: what an MLX model needs of ``repo``
+    (``ALLOW_PATTERNS``) into huggingface-hub's cache, with its progress bars; a download resumes.
+    Offline (``hub_offline``) the cached snapshot is returned as it is. Every failure is a
+    ``ModelUnavailable``: a repo the hub does not have, or gates, says so; anything else (offline and
+    not cached, no network) says what ``unreachable(cache, why)`` words."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    cache = cache_dir or hub_cache_dir()
     offline = hub_offline()
     try:
         path = snapshot_download(repo, cache_dir=cache, allow_patterns=ALLOW_PATTERNS, local_files_only=offline)
-    except (RepositoryNotFoundError, GatedRepoError) as exc:
+    except GatedRepoError as exc:  # before its base class, RepositoryNotFoundError
+        raise ModelUnavailable(f"model '{repo}' is gated on the Hugging Face hub: run `hf auth login` first") from exc
+    except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
         raise ModelUnavailable(
-            f"model '{repo}' was not found on the Hugging Face hub (or it is gated and needs `hf auth login`)"
+            f"model '{repo}' was not found on the Hugging Face hub (check the spelling; a private repo needs "
+            "`hf auth login`)"
         ) from exc
-    except Exception as exc:  # offline, no network, or a cache miss: all say the same to the user
+    except Exception as exc:  # offline, no network, a dropped connection, a cache miss: one way out
         why = (
             "the hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the hub could not be reached ({root_cause(exc)})"
         )
-        how = _how_to_get(repo, default=default, offline=offline)
-        raise ModelUnavailable(f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}") from exc
+        raise ModelUnavailable(unreachable(cache, why)) from exc
     return Path(str(path))
+
+
+def _download(repo: str, *, default: bool) -> Path:
+    def unreachable(cache: Path, why: str) -> str:
+        how = _how_to_get(repo, default=default, offline=hub_offline())
+        return f"model '{repo}' is not in the Hugging Face cache ({cache}) and {why}; {how}"
+
+    return hub_snapshot(repo, unreachable=unreachable)
 
 
 def _gguf_source(path: Path, model_id: str | None, note: str | None = None) -> ModelSource:
