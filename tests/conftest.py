@@ -38,7 +38,7 @@ device_thread.install_check()
 @pytest.fixture
 def device() -> Iterator[None]:
     """The test's own thread is a device thread: a test that calls MLX itself, standing in for the worker."""
-    with device_thread.claimed():
+    with device_thread.claimed(beside_workers=True):
         yield
 
 
@@ -70,5 +70,5 @@ def tiny_dir() -> Path:
     """A real MLX model directory (tinytitan.testing.tiny_model), cached under ~/.cache/tinytitan."""
     from tinytitan.testing.tiny_model import tiny_model_dir
 
-    with device_thread.claimed():
+    with device_thread.claimed(beside_workers=True):
         return tiny_model_dir()

@@ -33,7 +33,7 @@ def model(tiny_dir: Any) -> Any:
     from tinytitan.engine.device import thread as device_thread
     from tinytitan.engine.device.placement import device_context
 
-    with device_thread.claimed(), device_context(EXACT):
+    with device_thread.claimed(beside_workers=True), device_context(EXACT):
         from mlx_lm import load
 
         loaded, _tok = load(str(tiny_dir))

@@ -261,7 +261,9 @@ def cached_dir(path: Path, build: Callable[[Path], Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     try:
-        with device_thread.claimed():  # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+        with device_thread.claimed(
+            beside_workers=True
+        ):  # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
             build(tmp)
         try:
             os.replace(tmp, path)

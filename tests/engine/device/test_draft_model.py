@@ -43,7 +43,7 @@ def models(tiny_dir: Any) -> tuple[Any, Any, Any]:
     """The tiny model, a second copy of it (a draft that agrees) and a copy with other weights."""
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed(), device_context(EXACT):
+    with device_thread.claimed(beside_workers=True), device_context(EXACT):
         import mlx.core as mx
         from mlx.utils import tree_map
         from mlx_lm import load

@@ -23,7 +23,7 @@ LONG = list(range(1000, 2500))  # 1,500 tokens: three lone chunks of the tiny mo
 def model(tiny_dir: Path) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():
+    with device_thread.claimed(beside_workers=True):
         import mlx.core as mx
         from mlx_lm.utils import load_model
 

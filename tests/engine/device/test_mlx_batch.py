@@ -268,7 +268,7 @@ def test_seeded_sampled_requests_draw_from_their_own_random_streams(live: LiveSe
 def model(tiny_dir: Path) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():  # loaded here, then stepped by the workers' own device threads
+    with device_thread.claimed(beside_workers=True):  # loaded here, then stepped by the workers' own device threads
         import mlx.core as mx
         from mlx_lm.utils import load_model
 

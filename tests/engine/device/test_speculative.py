@@ -42,7 +42,7 @@ def attention(request: pytest.FixtureRequest) -> Iterator[str]:
 def model(tiny_dir: Any, attention: str) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed(), device_context(EXACT):
+    with device_thread.claimed(beside_workers=True), device_context(EXACT):
         from mlx_lm import load
 
         loaded, _tok = load(str(tiny_dir))

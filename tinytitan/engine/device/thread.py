@@ -121,11 +121,14 @@ def running_workers() -> list[str]:
 
 
 @contextmanager
-def claimed() -> Iterator[None]:
+def claimed(*, beside_workers: bool = False) -> Iterator[None]:
     """The calling thread is a device thread for the block (tests and benchmarks that are the device);
-    ``RuntimeError`` while another thread holds the device (a running device worker)."""
+    ``RuntimeError`` while another thread holds the device (a running device worker).
+
+    ``beside_workers``: a test's own MLX work in a process that runs other engines' workers too (the
+    suite runs many servers in one process, each worker with its own streams) — never server code."""
     was = is_device_thread()
-    if not was and (others := running_workers()):
+    if not was and not beside_workers and (others := running_workers()):
         raise RuntimeError(
             f"the device is held by {', '.join(others)}: MLX work goes through the device worker "
             "(DeviceWorker.run), not device_thread.claimed()"
