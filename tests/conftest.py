@@ -35,6 +35,18 @@ os.environ.setdefault(device_thread.CHECK_ENV, "1")
 device_thread.install_check()
 
 
+@pytest.fixture(autouse=True)
+def _tinytitan_log_level() -> Iterator[None]:
+    """Each test starts with the package's log level as the suite found it: the in-process chat quiets
+    the ``tinytitan`` logger for its whole process, which would silence later tests' log checks."""
+    import logging
+
+    logger = logging.getLogger("tinytitan")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
 @pytest.fixture
 def device() -> Iterator[None]:
     """The test's own thread is a device thread: a test that calls MLX itself, standing in for the worker."""
