@@ -10,7 +10,7 @@ replaces the open one), so a snapshot of the response is a shallow copy.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -84,7 +84,8 @@ def usage_object(usage: Usage) -> ResponsesUsage:
 
 
 def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, store: bool) -> Response:
-    """The response object before any output: every field of reference §9, echoing the request."""
+    """The response object before any output: every field of reference §9, echoing the request as
+    values the Responses schema allows (the mapper refused any other)."""
     reasoning = wire.reasoning
     text = wire.text
     return Response(
@@ -98,37 +99,58 @@ def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, st
         previous_response_id=wire.previous_response_id,
         prompt_cache_key=wire.prompt_cache_key,
         reasoning=ResponseReasoning(
-            effort=reasoning.effort if reasoning else None,
+            effort=_ECHOED_EFFORT.get(reasoning.effort, reasoning.effort) if reasoning and reasoning.effort else None,
             summary=(reasoning.summary or reasoning.generate_summary) if reasoning else None,
         ),
         safety_identifier=wire.safety_identifier,
         store=store,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
+        # a greedy pass (a compaction) has no nucleus: 1.0 is what it used, and the schema wants a number
+        temperature=1.0 if sampling.temperature is None else sampling.temperature,
+        top_p=1.0 if sampling.top_p is None else sampling.top_p,
         presence_penalty=sampling.presence_penalty if sampling.presence_penalty is not None else 0.0,
         text=ResponseText(
-            format=(text.format if text and text.format is not None else {"type": "text"}),
+            format=_echoed_format(text.format if text else None),
             verbosity=(text.verbosity if text and text.verbosity else "medium"),
         ),
         tool_choice=wire.tool_choice if wire.tool_choice is not None else "auto",
-        tools=[_echoed_tool(t) for t in wire.tools or ()],
+        tools=_echoed_tools(wire.tools or ()),
         truncation=wire.truncation or "disabled",
         user=wire.user,
         metadata=wire.metadata or {},
     )
 
 
-def _echoed_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool as the response echoes it: as sent, with the fields the Responses schema requires of a
-    function tool (``description``, ``parameters``, ``strict``) present — ``null`` when unset."""
-    out = dict(tool)
-    if out.get("type", "function") == "function":
-        out["type"] = "function"
-        for key in ("description", "parameters", "strict"):
-            out.setdefault(key, None)
-    elif out.get("type") == "namespace" and isinstance(out.get("tools"), list):
-        out["tools"] = [_echoed_tool(t) if isinstance(t, dict) else t for t in out["tools"]]
+# OpenAI's ``minimal`` is not among the efforts the Open Responses schema allows in a response; the
+# nearest one that is stands for it (the level applied is the nearest the model renders either way)
+_ECHOED_EFFORT = {"minimal": "low"}
+
+
+def _echoed_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
+    """``text.format`` as asked, with the fields the schema requires of a ``json_schema`` format."""
+    if fmt is None:
+        return {"type": "text"}
+    if fmt.get("type") == "json_schema":
+        return {"description": None, "strict": False, **fmt}
+    return fmt
+
+
+def _echoed_tools(tools: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools the model had (the schema's "tools that were available to the model"): the function
+    tools as sent — a namespace's functions among them, flattened as the prompt has them — with the
+    fields the schema requires of one (``description``, ``parameters``, ``strict``; ``null`` when
+    unset). Hosted tools (web_search, …) never reach the model, so they are not listed."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        kind = tool.get("type", "function")
+        if kind == "function":
+            out.append({"type": "function", **{k: tool.get(k) for k in _FUNCTION_FIELDS}, **tool})
+            out[-1]["type"] = "function"
+        elif kind == "namespace" and isinstance(tool.get("tools"), list):
+            out += _echoed_tools(t for t in tool["tools"] if isinstance(t, dict))
     return out
+
+
+_FUNCTION_FIELDS = ("name", "description", "parameters", "strict")
 
 
 _Open = type[ReasoningItem] | type[MessageItem]
@@ -191,7 +213,8 @@ class OutputBuilder:
         self._buffer = []
         return events
 
-    def _close(self) -> list[Tagged]:
+    def _close(self, status: str = "completed") -> list[Tagged]:
+        """Close the open item; ``status`` is a message's (``incomplete`` when the cap cut it)."""
         index, self._open = self._open, None
         if index is None:
             return []
@@ -210,7 +233,7 @@ class OutputBuilder:
             ]
         else:
             part = OutputText(text)
-            item = msgspec.structs.replace(item, content=[part], status="completed")
+            item = msgspec.structs.replace(item, content=[part], status=status)
             events = [
                 OutputTextDone(sequence_number=self._seq(), item_id=item_id, output_index=index, text=text),
                 ContentPartDone(sequence_number=self._seq(), item_id=item_id, output_index=index, part=part),
@@ -276,11 +299,12 @@ class OutputBuilder:
         return self.finish(event)
 
     def finish(self, finished: Finished) -> list[Tagged]:
-        events = self._close()
+        incomplete = finished.reason == "length"
+        status = "incomplete" if incomplete else "completed"  # the item the cap cut says so too
+        events = self._close(status)
         if not any(isinstance(item, (MessageItem, FunctionCallItem)) for item in self.output):
             events += self._ensure_open(MessageItem)  # an answer with no text is an empty message
-            events += self._close()
-        incomplete = finished.reason == "length"
+            events += self._close(status)
         response = self.response
         response.status = "incomplete" if incomplete else "completed"
         response.completed_at = int(time.time())

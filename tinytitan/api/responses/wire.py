@@ -168,8 +168,8 @@ class Response(Answer, kw_only=True):
     safety_identifier: str | None
     service_tier: str = "default"
     store: bool
-    temperature: float | None
-    top_p: float | None
+    temperature: float
+    top_p: float
     presence_penalty: float
     frequency_penalty: float = 0.0
     text: ResponseText
