@@ -14,6 +14,8 @@ import pytest
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
+from tinytitan.testing.messages_events import check_messages_answer
+from tinytitan.testing.wire_schemas import check_anthropic
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.waiting import wait_until
@@ -26,7 +28,10 @@ Serve = Callable[..., AbstractContextManager[LiveServer]]
 
 
 def post(server: LiveServer, payload: Any, path: str = "/v1/messages", **kwargs: Any) -> httpx.Response:
-    return httpx.post(server.url + path, json=payload, headers=HEADERS, timeout=30, **kwargs)
+    """POST to a Messages route; the answer is checked against Anthropic's documented shapes."""
+    response = httpx.post(server.url + path, json=payload, headers=HEADERS, timeout=30, **kwargs)
+    check_messages_answer(path, response.status_code, response.headers["content-type"], response.text)
+    return response
 
 
 def test_non_streaming_message(server: LiveServer) -> None:
@@ -237,6 +242,7 @@ def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
     response = httpx.request(method, shared.url + path, **request_args)
     assert response.status_code == status, response.text
     error = response.json()
+    check_anthropic(error, "ErrorResponse")
     assert set(error) == {"type", "error", "request_id"}
     assert error["type"] == "error" and error["error"]["type"] == kind
     assert error["request_id"] == response.headers["request-id"]

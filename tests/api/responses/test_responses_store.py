@@ -8,12 +8,16 @@ import httpx
 import pytest
 
 from tinytitan.api.responses.store import ResponseStore, StoredResponse
+from tinytitan.testing.wire_schemas import check_open_responses
 
 from .support import MODEL
 
 
 def _post(server: Any, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(server.v1 + "/responses", json={"model": MODEL, **body}, timeout=30)
+    response = httpx.post(server.v1 + "/responses", json={"model": MODEL, **body}, timeout=30)
+    if response.status_code == 200:
+        check_open_responses(response.json(), "ResponseResource")
+    return response
 
 
 def test_retrieve_delete_and_cancel(server: Any) -> None:
