@@ -176,5 +176,16 @@ async def start_turn(
     job = await engine.prepare(replace(chat, stream=streaming))
     with job.closed_on_error():
         shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)
-        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job))
+        encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return GenerationTurn(job, encoder, streaming)
+
+
+def _waiting_for_a_slot(engine: Engine, job: Job) -> Callable[[], bool]:
+    """Whether ``job`` waits in the queue: not running yet, and every slot taken (``response.queued``)."""
+    queue, ticket = engine.queue, job.ticket
+
+    def waiting() -> bool:
+        return not ticket.running and not ticket.released and queue.running >= queue.slots
+
+    return waiting

@@ -47,6 +47,7 @@ __all__ = [
     "ResponseFailed",
     "ResponseInProgress",
     "ResponseIncomplete",
+    "ResponseQueued",
     "ResponseReasoning",
     "ResponseText",
     "ResponsesUsage",
@@ -213,6 +214,11 @@ class ResponseCreated(_Lifecycle, tag="response.created"):
     """The first event: the response as it starts."""
 
 
+class ResponseQueued(_Lifecycle, tag="response.queued"):
+    """Sent after ``response.created`` when the request waits for a slot (and repeated as the
+    keepalive while it waits); ``response.in_progress`` follows when it runs."""
+
+
 class ResponseInProgress(_Lifecycle, tag="response.in_progress"):
     """Sent after ``response.created``, and again as the keepalive while the next event is slow."""
 
@@ -329,6 +335,7 @@ class SocketError(Tagged, tag="error"):
 
 STREAM_EVENTS: tuple[type, ...] = (
     ResponseCreated,
+    ResponseQueued,
     ResponseInProgress,
     OutputItemAdded,
     ReasoningSummaryPartAdded,
