@@ -146,6 +146,8 @@ async def _deny_upgrade(exc: TinyTitanError, send: Send) -> None:
     raw = encode(body)
     headers = [(b"content-type", b"application/json"), (b"openai-version", b"2020-10-01")]
     headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
+    if status == 426:  # RFC 9110 §15.5.22: a 426 names the protocol in Upgrade
+        headers.append((b"upgrade", b"websocket"))
     await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
     await send({"type": "websocket.http.response.body", "body": raw, "more_body": False})
 
