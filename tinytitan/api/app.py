@@ -16,6 +16,7 @@ from litestar.types import ASGIApp
 from tinytitan.api.anthropic.routes import MessagesController
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.deps import EngineDep
+from tinytitan.api.encoding import decoded_bodies
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
 from tinytitan.api.openapi import openapi_route
@@ -95,4 +96,4 @@ def create_app(engine: EngineDep, settings: Settings | None = None, sessions: Se
         ),
         debug=False,
     )
-    return guarded(app, guard)
+    return guarded(decoded_bodies(app, settings.body_limit), guard)
