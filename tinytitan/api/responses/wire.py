@@ -26,6 +26,7 @@ __all__ = [
     "FunctionCallItem",
     "IncompleteDetails",
     "InputText",
+    "InputTokens",
     "InputTokensDetails",
     "MessageItem",
     "OutputItem",
@@ -191,6 +192,13 @@ class Compaction(Answer, kw_only=True):
     created_at: int
     output: list[OutputItem]
     usage: ResponsesUsage
+
+
+class InputTokens(Answer, kw_only=True):
+    """``POST /v1/responses/input_tokens``'s answer: what the request's prompt would count."""
+
+    object: Literal["response.input_tokens"] = "response.input_tokens"
+    input_tokens: int
 
 
 class Deleted(Answer):
