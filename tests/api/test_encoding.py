@@ -75,7 +75,8 @@ def test_every_post_route_takes_a_compressed_body(live: LiveServer) -> None:
     assert answer.status_code == 200 and answer.json()["content"][0]["text"] == "hello from tinytitan"
     counted = post(live, "/v1/messages/count_tokens", zlib.compress(json.dumps(messages).encode()), "deflate")
     assert counted.status_code == 200 and counted.json()["input_tokens"] > 0
-    compact = {"model": STUB_MODEL, "input": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    compact = {"model": STUB_MODEL, "input": turns}
     answer = post(live, "/v1/responses/compact", gzip.compress(json.dumps(compact).encode()), "x-gzip, identity")
     assert answer.status_code == 200 and answer.json()["object"] == "response.compaction"
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, HTTPReceiveMessage, Receive, Scope, Send
 
 from tinytitan.api.errors import is_anthropic, request_id_of
 from tinytitan.api.guard import refusal
@@ -120,9 +120,9 @@ async def _read(receive: Receive, limit: int) -> bytes:
     body = bytearray()
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
+        if message["type"] != "http.request":  # http.disconnect: the client left mid-body
             raise _Disconnected
-        body += message.get("body", b"")
+        body += message["body"]
         if len(body) > limit:
             raise RequestTooLarge(f"the request body exceeds the {limit}-byte limit")
         if not message.get("more_body", False):
@@ -156,10 +156,11 @@ def decoded_bodies(app: ASGIApp, limit: int) -> ASGIApp:
         plain: Any = {**scope, "headers": [*kept, (b"content-length", str(len(body)).encode())]}
         sent = False
 
-        async def replay() -> Message:
+        async def replay() -> HTTPReceiveMessage:
             nonlocal sent
             if sent:
-                return await receive()  # after the body: what the client does next (a disconnect)
+                message: HTTPReceiveMessage = await receive()  # type: ignore[assignment]  # HTTP scope
+                return message  # after the body: what the client does next (a disconnect)
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 

@@ -53,9 +53,9 @@ def check_messages_stream(events: list[tuple[str, dict[str, Any]]]) -> list[tupl
             blocks.append(data["content_block"]["type"])
             open_index = data["index"]
         elif kind == "content_block_delta":
-            assert data["index"] == open_index, f"{where}: block {data['index']} is not open"
-            allowed = _DELTAS.get(blocks[open_index], ())
-            assert data["delta"]["type"] in allowed, f"{where}: a {data['delta']['type']} in a {blocks[open_index]} block"
+            assert open_index is not None and data["index"] == open_index, f"{where}: block {data['index']} not open"
+            block, delta = blocks[open_index], data["delta"]["type"]
+            assert delta in _DELTAS.get(block, ()), f"{where}: a {delta} in a {block} block"
         elif kind == "content_block_stop":
             assert data["index"] == open_index, f"{where}: block {data['index']} is not open"
             open_index = None

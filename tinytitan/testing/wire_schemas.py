@@ -46,14 +46,14 @@ def _open_responses() -> dict[str, Any]:
 @functools.cache
 def _validator(uri: str, pointer: str) -> Any:
     from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
+    from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
     anthropic = _load(ANTHROPIC)
     registry: Registry[Any] = Registry().with_resources(
         [
-            (_OR_URI, Resource(_open_responses(), DRAFT202012)),
-            (anthropic["$id"], Resource(anthropic, DRAFT202012)),
+            (_OR_URI, DRAFT202012.create_resource(_open_responses())),
+            (anthropic["$id"], DRAFT202012.create_resource(anthropic)),
         ]
     )
     return Draft202012Validator({"$ref": f"{uri}#{pointer}"}, registry=registry)

@@ -15,10 +15,10 @@ from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
 from tinytitan.testing.messages_events import check_messages_answer
-from tinytitan.testing.wire_schemas import check_anthropic
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.waiting import wait_until
+from tinytitan.testing.wire_schemas import check_anthropic
 
 from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
 
@@ -111,6 +111,7 @@ def test_an_answer_the_context_window_cut_says_so(serve: Serve, stream: bool) ->
     with serve(long) as server:
         cut = post(server, body("hi", max_tokens=4096, stream=stream))
         capped = post(server, body("hi", max_tokens=3, stream=stream))
+
     def reason(answer: httpx.Response) -> str:
         if not stream:
             return str(answer.json()["stop_reason"])

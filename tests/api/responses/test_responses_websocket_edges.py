@@ -80,7 +80,7 @@ def test_a_flood_of_waiting_turns_is_refused_in_order(live: LiveServer) -> None:
     with open_socket(live.url) as ws:
         for _ in range(MAX_WAITING + 2):  # one runs, MAX_WAITING wait, the last is refused
             ws.create(model=STUB_MODEL, input="say it slowly", store=False)
-        ends = []
+        ends: list[dict[str, Any]] = []
         while len(ends) < MAX_WAITING + 2:
             events = ws.turn()
             if events[-1]["type"] != "error":

@@ -11,8 +11,8 @@ import pytest
 from mlx.utils import tree_flatten
 
 from tinytitan.engine.build import build_catalog
-from tinytitan.engine.errors import ModelLoadFailed
 from tinytitan.engine.device import thread as device_thread
+from tinytitan.engine.errors import ModelLoadFailed
 from tinytitan.engine.models.mlx import MlxBackend, loading
 from tinytitan.engine.models.mlx.loading import compute_dtype
 from tinytitan.engine.request import ChatRequest, Message, Sampling
