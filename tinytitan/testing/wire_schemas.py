@@ -61,21 +61,20 @@ def _validator(uri: str, pointer: str) -> Any:
 
 def _check(uri: str, pointer: str, value: Any, what: str) -> None:
     validator = _validator(uri, pointer)
-    errors = sorted(validator.iter_errors(value), key=lambda e: len(list(e.absolute_path)))
+    errors = [_cause(e) for e in validator.iter_errors(value)]
     if errors:
         lines = []
-        for error in errors[:5]:
+        for error in sorted(errors, key=lambda e: len(list(e.absolute_path)))[:5]:
             path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(root)"
-            lines.append(f"  at {path}: {_reason(error)}")
+            lines.append(f"  at {path}: {str(error.message)[:300]}")
         raise AssertionError(f"{what} breaks its schema {pointer.rsplit('/', 1)[-1]}:\n" + "\n".join(lines))
 
 
-def _reason(error: Any) -> str:
+def _cause(error: Any) -> Any:
     """The deepest cause of a ``oneOf`` / ``anyOf`` failure (what the branch that should match lacked)."""
     if error.context:
-        best = max(error.context, key=lambda e: len(list(e.absolute_path)))
-        return _reason(best)
-    return str(error.message)[:300]
+        return _cause(max(error.context, key=lambda e: len(list(e.absolute_path))))
+    return error
 
 
 def check_open_responses(value: Any, schema: str) -> None:
@@ -107,12 +106,18 @@ _RESPONSES_EVENTS = {
 }
 
 
+def _check_event(event: Any, where: str, stream: str, pointers: dict[str, str], uri: str) -> None:
+    """``event`` against the schema its ``type`` names in ``pointers`` (one of ``stream``'s events)."""
+    kind = event.get("type") if isinstance(event, dict) else None
+    pointer = pointers.get(kind) if isinstance(kind, str) else None
+    assert pointer is not None, f"{where}: {kind!r} is not an event of the {stream} stream"
+    _check(uri, pointer, event, f"{where} ({kind})")
+
+
 def check_responses_event(event: Any, where: str = "event") -> None:
     """One Responses stream event (SSE or WebSocket) against the schema of its ``type``."""
-    kind = event.get("type") if isinstance(event, dict) else None
-    schema = _RESPONSES_EVENTS.get(kind) if isinstance(kind, str) else None
-    assert schema is not None, f"{where}: {kind!r} is not an event of the Open Responses stream"
-    _check(_OR_URI, f"/components/schemas/{schema}", event, f"{where} ({kind})")
+    pointers = {kind: f"/components/schemas/{name}" for kind, name in _RESPONSES_EVENTS.items()}
+    _check_event(event, where, "Open Responses", pointers, _OR_URI)
 
 
 def check_socket_event(event: Any, where: str = "frame") -> None:
@@ -144,7 +149,5 @@ _MESSAGES_EVENTS = {
 
 def check_messages_event(event: Any, where: str = "event") -> None:
     """One Messages stream event against Anthropic's documented shape of its ``type``."""
-    kind = event.get("type") if isinstance(event, dict) else None
-    definition = _MESSAGES_EVENTS.get(kind) if isinstance(kind, str) else None
-    assert definition is not None, f"{where}: {kind!r} is not an event of the Messages stream"
-    _check(_load(ANTHROPIC)["$id"], f"/$defs/{definition}", event, f"{where} ({kind})")
+    pointers = {kind: f"/$defs/{name}" for kind, name in _MESSAGES_EVENTS.items()}
+    _check_event(event, where, "Messages", pointers, _load(ANTHROPIC)["$id"])

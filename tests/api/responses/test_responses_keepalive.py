@@ -27,7 +27,7 @@ from tinytitan.testing import sse
 from tinytitan.testing.events import as_sent
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
-from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.server import LiveServer, live_server, slot_held
 
 KEEPALIVE = 0.2
 REPLY = "a slow but whole answer"
@@ -161,28 +161,14 @@ def test_a_request_waiting_for_a_slot_is_queued_then_in_progress() -> None:
 def test_a_stream_behind_another_is_queued_on_the_wire(live: LiveServer) -> None:
     """The slot is held by a ticket of the test's own (deterministic: no race with a real generation)
     until the stream has said ``response.queued``; then it runs, and says so before any output."""
-    import asyncio
-
-    assert live.loop is not None
-    queue = live.engine.queue
-
-    async def hold() -> Any:
-        ticket = queue.admit()
-        await ticket.wait()
-        return ticket
-
-    holder = asyncio.run_coroutine_threadsafe(hold(), live.loop).result(timeout=10)
     body = {"model": STUB_MODEL, "input": "hi", "stream": True}
-    try:
-        with httpx.stream("POST", live.v1 + "/responses", json=body, timeout=60) as response:
-            lines = response.iter_lines()
-            head: list[str] = []
-            while len(sse.events(head)) < 2:
-                head.append(next(lines))
-            live.loop.call_soon_threadsafe(holder.release)
-            events = [data for _, data in sse.events([*head, *lines])]
-    finally:
-        live.loop.call_soon_threadsafe(holder.release)
+    with slot_held(live) as release, httpx.stream("POST", live.v1 + "/responses", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        head: list[str] = []
+        while len(sse.events(head)) < 2:
+            head.append(next(lines))
+        release()
+        events = [data for _, data in sse.events([*head, *lines])]
     check_stream(events)
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["response.created", "response.queued"] and events[0]["response"]["status"] == "queued"

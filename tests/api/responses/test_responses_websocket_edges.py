@@ -19,7 +19,8 @@ from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings, SettingsError
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
-from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.server import LiveServer, live_server, slot_held
+from tinytitan.testing.waiting import wait_until
 from tinytitan.testing.websocket import TURN_ENDS, open_socket
 
 from .support import RULES
@@ -74,20 +75,23 @@ def test_the_readers_refusals_wait_for_the_turn_in_flight(live: LiveServer) -> N
         assert check_stream(ws.run(model=STUB_MODEL, input="hi", store=False))["status"] == "completed"
 
 
-def test_a_flood_of_waiting_turns_is_refused_in_order(live: LiveServer) -> None:
+def test_a_turn_beyond_the_waiting_limit_is_refused_in_its_turn(live: LiveServer) -> None:
+    """The slot is held (a ticket of the test's own) so the first turn stays in flight while the
+    others arrive: MAX_WAITING wait, the next is refused — after the turns before it, in order."""
     from tinytitan.api.responses.websocket import MAX_WAITING
 
-    with open_socket(live.url) as ws:
-        for _ in range(MAX_WAITING + 2):  # one runs, MAX_WAITING wait, the last is refused
-            ws.create(model=STUB_MODEL, input="say it slowly", store=False)
-        ends: list[dict[str, Any]] = []
-        while len(ends) < MAX_WAITING + 2:
-            events = ws.turn()
-            if events[-1]["type"] != "error":
-                check_stream(events)
-            ends.append(events[-1])
-    kinds = [end["type"] for end in ends]
-    assert kinds.count("error") == 1 and ends[kinds.index("error")]["error"]["code"] == "queue_full"
+    sessions = live.sessions
+    assert sessions is not None
+    with slot_held(live) as release, open_socket(live.url) as ws:
+        ws.create(model=STUB_MODEL, input="hi", store=False)
+        assert ws.event()["type"] == "response.created"  # in flight: waiting for the slot
+        for _ in range(MAX_WAITING + 1):
+            ws.create(model=STUB_MODEL, input="hi", store=False)
+        wait_until(lambda: any(s.inbox.qsize() == MAX_WAITING + 1 for s in sessions.open), what="all read")
+        release()
+        ends = [ws.turn()[-1] for _ in range(MAX_WAITING + 2)]
+    assert [end["type"] for end in ends] == ["response.completed"] * (MAX_WAITING + 1) + ["error"]
+    assert ends[-1]["error"]["code"] == "queue_full"
 
 
 def test_a_warm_up_may_send_only_instructions_and_tools(live: LiveServer) -> None:
