@@ -272,9 +272,9 @@ def _refuse(wire: ResponsesRequest) -> None:
     _one_of("text.verbosity", text.verbosity if text else None, VERBOSITIES)
     _one_of("truncation", wire.truncation, TRUNCATIONS)
     fmt = text.format if text else None
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and "schema" in fmt:  # (no schema: the validator)
-        if not isinstance(fmt.get("name"), str):
-            raise InvalidRequest("a json_schema format needs a name", param="text.format.name")
+    named = isinstance(fmt, dict) and (fmt.get("type") != "json_schema" or isinstance(fmt.get("name"), str))
+    if isinstance(fmt, dict) and "schema" in fmt and not named:  # no schema at all: the validator names it
+        raise InvalidRequest("a json_schema format needs a name", param="text.format.name")
 
 
 def _one_of(param: str, value: str | None, allowed: tuple[str, ...]) -> None:
