@@ -29,10 +29,10 @@ import re  # noqa: E402
 import time  # noqa: E402
 
 from tinytitan.engine.build import build_engine  # noqa: E402
-from tinytitan.engine.request.defaults import describe_defaults  # noqa: E402
 from tinytitan.engine.models.mlx import MlxBackend  # noqa: E402
 from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit  # noqa: E402
 from tinytitan.engine.request import ChatRequest, Message, Sampling  # noqa: E402
+from tinytitan.engine.request.defaults import describe_defaults  # noqa: E402
 from tinytitan.engine.service import Engine  # noqa: E402
 from tinytitan.settings import Settings  # noqa: E402
 

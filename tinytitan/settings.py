@@ -6,6 +6,7 @@ The CLI fills one ``Settings``; the app and the engine read only this object.
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -111,10 +112,10 @@ class Settings:
             raise SettingsError("--draft-model drafts for one --model: leave it out with --stub or --models-dir")
         if self.queue_limit < 0:
             raise SettingsError("--queue-limit must be 0 or more")
-        if self.keepalive_seconds <= 0:
+        if not (math.isfinite(self.keepalive_seconds) and self.keepalive_seconds > 0):
             raise SettingsError("--keepalive must be a positive number of seconds")
-        if self.websocket_max_age <= 0:
-            raise SettingsError("--websocket-max-age must be a positive number of seconds")
+        if not (math.isfinite(self.websocket_max_age) and self.websocket_max_age > 0):
+            raise SettingsError("--websocket-max-age must be a positive, finite number of seconds")
         if self.parallel not in ("auto", "tensor", "pipeline"):
             raise SettingsError(f"--parallel takes auto, tensor or pipeline, not '{self.parallel}'")
         if self.distributed_timeout <= 0:

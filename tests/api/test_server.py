@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tinytitan.api import server as server_module
 from tinytitan.api.background import BackgroundServer
@@ -23,7 +24,9 @@ from tinytitan.engine.build import build_engine
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
+from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
+from tinytitan.testing.websocket import open_socket
 
 KEEPALIVE = 0.1
 MESSAGE = "the server is shutting down"
@@ -129,6 +132,33 @@ def test_shutdown_ends_an_open_stream_and_refuses_the_waiting_request(name: str,
     assert answer.status_code == 503
     assert protocol.error(answer.json()) == MESSAGE
     assert stopped.wait(30)  # and the server is down
+
+
+def test_shutdown_ends_a_websocket_turn_with_response_failed_and_closes_1001(server: BackgroundServer) -> None:
+    """Over the Responses WebSocket: the turn in flight ends with ``response.failed`` (not cut), the
+    turn waiting behind it gets the ``server_shutting_down`` error, then the socket closes with 1001."""
+    stopped = threading.Event()
+
+    def stop() -> None:
+        server.stop()
+        stopped.set()
+
+    with open_socket(server.url) as ws:
+        ws.create(model=STUB_MODEL, input="hi")
+        ws.create(model=STUB_MODEL, input="next")
+        events = [ws.event(), ws.event()]
+        while [e["type"] for e in events].count("response.in_progress") < 2:  # keepalives: the token is far
+            events.append(ws.event())
+        threading.Thread(target=stop).start()
+        events += ws.turn()
+        waiting = ws.event()
+        with pytest.raises(ConnectionClosed):
+            ws.event()
+    final = check_stream(events)
+    assert final["status"] == "failed" and final["error"]["message"] == MESSAGE
+    assert (waiting["type"], waiting["status"], waiting["error"]["code"]) == ("error", 503, "server_shutting_down")
+    assert ws.connection.close_code == 1001
+    assert stopped.wait(30)
 
 
 def test_shutdown_with_the_real_model_decoding_a_batch() -> None:

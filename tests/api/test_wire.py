@@ -74,9 +74,11 @@ def completion(*items: Event) -> Completion:
     return Completion("".join(texts), "".join(thoughts), calls, finished, list(items))
 
 
-def responses_stream() -> ResponsesStream:
+def responses_stream(*, queued: bool = False) -> ResponsesStream:
+    """``queued``: a request that waits for a slot until its first event (``response.queued``)."""
     wire = ResponsesRequest(model="m", tools=[{"type": "function", "name": "read"}], metadata={"k": "v"})
-    return ResponsesStream(OutputBuilder(response_shell(wire, model="m", sampling=Sampling(), store=True)), print)
+    shell = response_shell(wire, model="m", sampling=Sampling(), store=True)
+    return ResponsesStream(OutputBuilder(shell, waiting=lambda: queued), print)
 
 
 # -- Chat Completions ---------------------------------------------------------------------------
@@ -124,6 +126,7 @@ def test_every_responses_event_is_an_event_struct() -> None:
     for run in RUNS:
         seen |= check_frames(frames(run, responses_stream()), responses_wire.STREAM_EVENTS)
     seen |= check_frames([responses_stream().keepalive()], responses_wire.STREAM_EVENTS)
+    seen |= check_frames(frames(RUNS[0], responses_stream(queued=True)), responses_wire.STREAM_EVENTS)
     assert seen == set(responses_wire.STREAM_EVENTS)
 
 

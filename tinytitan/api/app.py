@@ -16,12 +16,13 @@ from litestar.types import ASGIApp
 from tinytitan.api.anthropic.routes import MessagesController
 from tinytitan.api.chat_completions.routes import ChatCompletionsController
 from tinytitan.api.deps import EngineDep
+from tinytitan.api.encoding import decoded_bodies
 from tinytitan.api.errors import exception_handler
 from tinytitan.api.guard import GuardConfig, guarded
 from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
-from tinytitan.api.responses.websocket import responses_socket
+from tinytitan.api.responses.websocket import Sessions, responses_socket
 from tinytitan.api.shared import ModelsController, health, health_head, ready, ready_head, root, stub_requests
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -29,9 +30,11 @@ from tinytitan.settings import Settings
 __all__ = ["create_app"]
 
 
-def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
-    """The ASGI app: the transport guard wrapped around the Litestar app."""
+def create_app(engine: EngineDep, settings: Settings | None = None, sessions: Sessions | None = None) -> ASGIApp:
+    """The ASGI app: the transport guard wrapped around the Litestar app. ``sessions``: where its
+    WebSocket connections are kept, for a server that shuts down (``tinytitan.api.server``)."""
     settings = settings or Settings()
+    sessions = sessions or Sessions()
 
     @asynccontextmanager
     async def lifespan(_app: Litestar) -> AsyncIterator[None]:
@@ -84,7 +87,13 @@ def create_app(engine: EngineDep, settings: Settings | None = None) -> ASGIApp:
         request_max_body_size=settings.body_limit,
         openapi_config=None,
         logging_config=None,
-        state=State({"keepalive_seconds": settings.keepalive_seconds, "websocket_max_age": settings.websocket_max_age}),
+        state=State(
+            {
+                "keepalive_seconds": settings.keepalive_seconds,
+                "websocket_max_age": settings.websocket_max_age,
+                "websocket_sessions": sessions,
+            }
+        ),
         debug=False,
     )
-    return guarded(app, guard)
+    return guarded(decoded_bodies(app, settings.body_limit), guard)

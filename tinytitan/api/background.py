@@ -34,6 +34,7 @@ class BackgroundServer:
         self._sock = listen("127.0.0.1", 0)
         self.port: int = self._sock.getsockname()[1]
         self._server = Server(engine, self.settings, log_level=log_level)
+        self.sessions = self._server.sessions  # its open WebSocket connections
         self._thread = threading.Thread(target=self._run, name="tinytitan-http", daemon=True)
 
     @property

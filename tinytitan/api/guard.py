@@ -7,6 +7,7 @@
   ``--cors-origin`` (then CORS headers are sent, and preflights answered);
 - the optional API key: with ``--api-key`` every route but ``/health`` and ``/ready`` needs it → 401;
 - POST bodies must be ``application/json`` → 415 (so a CORS "simple" text/plain POST is never parsed);
+  a compressed one is decoded next, inside it (``tinytitan.api.encoding``);
 - a WebSocket upgrade passes the same Host, Origin and key checks; it is refused (an HTTP answer in
   the OpenAI envelope, through the ASGI WebSocket denial response) on any path but
   ``/v1/responses`` (404), and with 426 when WebSocket mode is off — Codex then falls back to HTTP.
@@ -43,7 +44,7 @@ from tinytitan.engine.errors import (
 )
 from tinytitan.engine.request import new_id
 
-__all__ = ["GuardConfig", "guarded"]
+__all__ = ["GuardConfig", "guarded", "refusal"]
 
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 _LOOPBACK_ORIGIN = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$", re.IGNORECASE)
@@ -129,6 +130,17 @@ def _body(body: bytes) -> HTTPResponseBodyEvent:
     return {"type": "http.response.body", "body": body, "more_body": False}
 
 
+def refusal(
+    exc: TinyTitanError, *, anthropic: bool, request_id: str
+) -> tuple[HTTPResponseStartEvent, HTTPResponseBodyEvent]:
+    """The two ASGI events of an HTTP error answer in the protocol's envelope (before any route)."""
+    status, body, err_headers = error_payload(exc, anthropic=anthropic, request_id=request_id)
+    raw = encode(body)
+    start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
+    return _start(status, start_headers), _body(raw)
+
+
 def _check_upgrade(scope: WebSocketScope, headers: dict[str, str], config: GuardConfig) -> None:
     _check(scope, headers, config)
     path = scope.get("path", "")
@@ -146,6 +158,8 @@ async def _deny_upgrade(exc: TinyTitanError, send: Send) -> None:
     raw = encode(body)
     headers = [(b"content-type", b"application/json"), (b"openai-version", b"2020-10-01")]
     headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
+    if status == 426:  # RFC 9110 §15.5.22: a 426 names the protocol in Upgrade
+        headers.append((b"upgrade", b"websocket"))
     await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
     await send({"type": "websocket.http.response.body", "body": raw, "more_body": False})
 
@@ -179,12 +193,8 @@ def guarded(app: ASGIApp, config: GuardConfig) -> ASGIApp:
         try:
             cors = _check(scope, headers, config)
         except TinyTitanError as exc:
-            status, body, err_headers = error_payload(exc, anthropic=anthropic, request_id=request_id)
-            raw = encode(body)
-            start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
-            start_headers += [(k.encode(), v.encode()) for k, v in err_headers.items()]
-            await send_with_headers(_start(status, start_headers))
-            await send(_body(raw))
+            for event in refusal(exc, anthropic=anthropic, request_id=request_id):
+                await send_with_headers(event)
             return
         if cors is not None:
             extra.extend(_cors_headers(cors))

@@ -25,7 +25,7 @@ from tinytitan.api.chat_completions.wire import ChatCompletion
 from tinytitan.api.responses import wire as responses_wire
 from tinytitan.api.responses.items import InputItemList
 from tinytitan.api.responses.protocol import CompactRequest, ResponsesRequest
-from tinytitan.api.responses.wire import Compaction, Deleted, Response
+from tinytitan.api.responses.wire import Compaction, Deleted, InputTokens, Response
 from tinytitan.api.wire import (
     AnthropicError,
     AnthropicModel,
@@ -65,6 +65,7 @@ BODY_ROUTES: list[BodyRoute] = [
         "/v1/responses", ResponsesRequest, "Create a response (JSON or SSE)", Response, responses_wire.STREAM_EVENTS
     ),
     BodyRoute("/v1/responses/compact", CompactRequest, "Compact a conversation", Compaction),
+    BodyRoute("/v1/responses/input_tokens", ResponsesRequest, "Count a response's input tokens", InputTokens),
     BodyRoute(
         "/v1/messages",
         MessagesRequest,

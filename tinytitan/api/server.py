@@ -27,6 +27,7 @@ from typing import Any
 import uvicorn
 
 from tinytitan.api.app import create_app
+from tinytitan.api.responses.websocket import Sessions
 from tinytitan.api.transport import uvicorn_options
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
@@ -60,11 +61,29 @@ class _NoProbes(logging.Filter):
 _NO_PROBES = _NoProbes()
 
 
+class _OneLine(logging.Filter):
+    """uvicorn logs a WebSocket text frame that is not UTF-8 with a traceback (it then closes the
+    connection with 1007, as it should): a client's mistake is one warning line, not a server error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Invalid UTF-8 sequence received from client"):
+            record.msg = "a WebSocket client sent a text frame that is not UTF-8; closed it with 1007"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_ONE_LINE = _OneLine()
+
+
 class Server(uvicorn.Server):
     """uvicorn's server over ``create_app(engine, settings)``; its shutdown stops the engine first."""
 
     def __init__(self, engine: Engine, settings: Settings, **config: Any) -> None:
-        app = create_app(engine, settings)
+        self.sessions = Sessions()
+        app = create_app(engine, settings, self.sessions)
         options = {"log_level": settings.log_level, **config}
         super().__init__(
             uvicorn.Config(
@@ -73,9 +92,13 @@ class Server(uvicorn.Server):
         )
         self.engine = engine
         logging.getLogger("uvicorn.access").addFilter(_NO_PROBES)  # once: filters are a set-like list
+        logging.getLogger("uvicorn.error").addFilter(_ONE_LINE)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """The engine first (see the module), then the WebSocket connections end their turns
+        well-formed and close (1001), then uvicorn closes what is left."""
         self.engine.stop(finish_within=FINISH_WITHIN)
+        await self.sessions.shut_down(timeout=FINISH_WITHIN + 1.0)
         await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:

@@ -18,17 +18,48 @@ from litestar.params import FromPath
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
 from tinytitan.api.wire import AnthropicModel, AnthropicModelList, OpenAIModel, OpenAIModelList
+from tinytitan.engine.request import ModelInfo
 from tinytitan.engine.service import Engine
 
-__all__ = ["ModelsController", "health", "health_head", "ready", "ready_head", "root", "stub_requests"]
+__all__ = ["ModelsController", "capabilities", "health", "health_head", "ready", "ready_head", "root", "stub_requests"]
 
 
 def _openai_model(model_id: str, window: int) -> OpenAIModel:
     return OpenAIModel(model_id, context_window=window, max_output_tokens=window)
 
 
-def _anthropic_model(model_id: str, window: int) -> AnthropicModel:
-    return AnthropicModel(model_id, model_id, max_input_tokens=window, max_tokens=window)
+def _anthropic_model(model_id: str, info: ModelInfo) -> AnthropicModel:
+    window = info.context_window
+    return AnthropicModel(
+        model_id, model_id, max_input_tokens=window, max_tokens=window, capabilities=capabilities(info)
+    )
+
+
+def _supported(value: bool) -> dict[str, bool]:
+    return {"supported": value}
+
+
+def capabilities(info: ModelInfo) -> dict[str, Any]:
+    """The Anthropic model object's ``capabilities``, every key the API defines, from what this server
+    does for the model: text only (no images, PDFs, citations, server tools, batches or code
+    execution); structured outputs enforced by a grammar; thinking when its template has a switch
+    (``enabled`` maps its budget onto the model's levels, ``adaptive`` leaves the server default);
+    ``output_config.effort`` is accepted but not acted on, so effort is not offered; context
+    management edits are accepted with nothing to do (thoughts sent back are never rendered)."""
+    thinks = any(level != "off" for level in info.reasoning_levels)
+    no = _supported(False)
+    return {
+        "batch": no,
+        "citations": no,
+        "code_execution": no,
+        "context_management": {"supported": False},
+        "effort": {"supported": False, "low": no, "medium": no, "high": no, "max": no},
+        "image_input": no,
+        "pdf_input": no,
+        "server_tools": {"supported": False},
+        "structured_outputs": _supported(True),
+        "thinking": {"supported": thinks, "types": {"adaptive": _supported(thinks), "enabled": _supported(thinks)}},
+    }
 
 
 def _ends(ids: list[str]) -> tuple[str | None, str | None]:
@@ -95,7 +126,7 @@ class ModelsController(Controller):
         ids = engine.model_ids()
         listing: OpenAIModelList | AnthropicModelList
         if is_anthropic(request.url.path, request.headers):
-            listing = AnthropicModelList([_anthropic_model(i, engine.context_window(i)) for i in ids], *_ends(ids))
+            listing = AnthropicModelList([_anthropic_model(i, engine.info_for(i)) for i in ids], *_ends(ids))
         else:
             listing = OpenAIModelList([_openai_model(i, engine.context_window(i)) for i in ids])
         if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
@@ -109,9 +140,9 @@ class ModelsController(Controller):
     ) -> OpenAIModel | AnthropicModel:
         """Any name the server would accept, echoed as asked; answered from facts, never loading a model."""
         name = model_id.lstrip("/")
-        window = engine.info_for(name).context_window  # UnknownModel (404) naming what is served
+        info = engine.info_for(name)  # UnknownModel (404) naming what is served
         anthropic = is_anthropic(request.url.path, request.headers)
-        return _anthropic_model(name, window) if anthropic else _openai_model(name, window)
+        return _anthropic_model(name, info) if anthropic else _openai_model(name, info.context_window)
 
     @post("/unload", status_code=200)
     async def unload(self, engine: EngineDep) -> dict[str, Any]:

@@ -112,7 +112,9 @@ class AnthropicModel(Tagged, tag="model"):
     display_name: str
     max_input_tokens: int
     max_tokens: int
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
     created_at: str = "1970-01-01T00:00:00Z"
+    lifecycle: str = "active"
     tinytitan: dict[str, Any] | UnsetType = UNSET
 
 

@@ -2,12 +2,15 @@
 
 ``check_stream(events)`` raises ``AssertionError`` naming the first event that breaks a rule:
 
-- every event parses as the official SDK's ``ResponseStreamEvent`` of its ``type`` (required fields,
-  their types, the nested response object and items);
+- every event is valid against the Open Responses schema of its ``type``
+  (``tinytitan.testing.wire_schemas``: required fields, their types and enums, the nested response
+  object and items) and parses as the official SDK's ``ResponseStreamEvent`` of that type;
 - ``sequence_number`` runs 0, 1, 2, … with no gap or repeat;
-- ``response.created`` comes first, exactly one terminal event (``response.completed`` /
+- ``response.created`` comes first (``queued`` while the request waits for a slot, then
+  ``response.queued`` before ``response.in_progress``), exactly one terminal event (``response.completed`` /
   ``incomplete`` / ``failed``) comes last, and every event names the same response id;
-- ``response.in_progress`` (the keepalive included) carries a response still ``in_progress``;
+- ``response.in_progress`` (the keepalive included) carries a response still ``in_progress``, and
+  ``response.queued`` one still ``queued``, never after ``response.in_progress``;
 - items open with ``output_item.added`` at the next ``output_index`` and close once with
   ``output_item.done``; part, delta and done events name an item that is open, by its id and index;
 - the terminal response's ``output`` is exactly the items the ``output_item.done`` events closed.
@@ -20,6 +23,8 @@ from __future__ import annotations
 import functools
 import typing
 from typing import Any
+
+from tinytitan.testing.wire_schemas import check_responses_event
 
 __all__ = ["TERMINAL", "check_stream"]
 
@@ -42,6 +47,7 @@ def _models() -> dict[str, Any]:
 def _parse(event: dict[str, Any], where: str) -> None:
     from pydantic import ValidationError
 
+    check_responses_event(event, where)
     model = _models().get(event.get("type", ""))
     assert model is not None, f"{where}: not an event type of the Responses stream"
     try:
@@ -58,6 +64,7 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     terminals = [i for i, kind in enumerate(kinds) if kind in TERMINAL]
     assert terminals == [len(events) - 1], f"one terminal event, last: got {terminals} of {len(events)}"
     response_id = events[0]["response"]["id"]
+    started = False
     open_items: dict[int, str] = {}  # output_index → item id
     closed: list[dict[str, Any]] = []
     for n, event in enumerate(events):
@@ -69,6 +76,10 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert event["response"]["id"] == response_id, f"{where}: another response id"
         if kind == "response.in_progress":
             assert event["response"]["status"] == "in_progress", f"{where}: status {event['response']['status']}"
+            started = True
+        if kind == "response.queued":
+            assert event["response"]["status"] == "queued", f"{where}: status {event['response']['status']}"
+            assert not started, f"{where}: queued after the response was in progress"
         if kind == "response.output_item.added":
             index = event["output_index"]
             assert index == len(closed) + len(open_items), f"{where}: output_index {index} out of order"

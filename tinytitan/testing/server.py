@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tinytitan.api.background import BackgroundServer
+from tinytitan.api.responses.websocket import Sessions
 from tinytitan.engine.build import build_engine
 from tinytitan.engine.models.base import Backend
 from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
-__all__ = ["LiveServer", "live_server"]
+__all__ = ["LiveServer", "live_server", "slot_held"]
 
 
 @dataclass
@@ -24,6 +25,7 @@ class LiveServer:
     port: int
     engine: Engine
     loop: asyncio.AbstractEventLoop | None = None  # the server's event loop (its own thread)
+    sessions: Sessions | None = None  # its open Responses WebSocket connections
 
     @property
     def v1(self) -> str:
@@ -57,6 +59,30 @@ def live_server(
     engine = build_engine(settings, backend)
     server = BackgroundServer(engine, settings).start()
     try:
-        yield LiveServer(server.url, server.port, engine, server.loop)
+        yield LiveServer(server.url, server.port, engine, server.loop, server.sessions)
     finally:
         server.stop()
+
+
+@contextmanager
+def slot_held(server: LiveServer) -> Iterator[Callable[[], None]]:
+    """Hold the engine's slot (a one-slot server) with a ticket of the test's own, so a request waits
+    in the queue for as long as the test needs — no race with a real generation. Yields ``release``
+    (safe to call more than once); the slot is released on the way out in any case."""
+    loop = server.loop
+    assert loop is not None
+
+    async def hold() -> Any:
+        ticket = server.engine.queue.admit()
+        await ticket.wait()
+        return ticket
+
+    ticket = asyncio.run_coroutine_threadsafe(hold(), loop).result(timeout=10)
+
+    def release() -> None:
+        loop.call_soon_threadsafe(ticket.release)
+
+    try:
+        yield release
+    finally:
+        release()

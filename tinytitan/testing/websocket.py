@@ -1,4 +1,7 @@
-"""A Responses WebSocket client for tests: send ``response.create`` events, read a whole turn back."""
+"""A Responses WebSocket client for tests: send ``response.create`` events, read a whole turn back.
+
+Every frame the server sends is checked against the Open Responses schema of its type (a stream
+event, keepalives included, or the transport's error event) as it is read."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
+
+from tinytitan.testing.wire_schemas import check_socket_event
 
 __all__ = ["TURN_ENDS", "SocketClient", "open_socket"]
 
@@ -28,6 +33,7 @@ class SocketClient:
         frame = self.connection.recv(timeout=timeout)
         assert isinstance(frame, str), f"a binary frame: {frame!r}"
         event: dict[str, Any] = json.loads(frame)
+        check_socket_event(event)
         return event
 
     def turn(self, timeout: float = 60) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from tinytitan.testing import sse
+from tinytitan.testing.messages_events import check_messages_answer
 from tinytitan.testing.server import LiveServer
 
 from .support import CONTEXT, MODEL
@@ -110,7 +111,10 @@ def claude_request(version: str = "2.1.3.8f2", prompt: str = "Say hello.") -> di
 
 
 def send(server: LiveServer, payload: dict[str, Any], path: str = "/v1/messages?beta=true") -> httpx.Response:
-    return httpx.post(server.url + path, json=payload, headers=CLAUDE_HEADERS, timeout=60)
+    """POST as Claude Code does; the answer is checked against Anthropic's documented shapes."""
+    response = httpx.post(server.url + path, json=payload, headers=CLAUDE_HEADERS, timeout=60)
+    check_messages_answer(path, response.status_code, response.headers["content-type"], response.text)
+    return response
 
 
 def test_claude_code_request_is_served(server: LiveServer) -> None:

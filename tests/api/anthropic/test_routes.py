@@ -14,9 +14,11 @@ import pytest
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.settings import Settings
 from tinytitan.testing import sse
+from tinytitan.testing.messages_events import check_messages_answer
 from tinytitan.testing.scripts import script
 from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.waiting import wait_until
+from tinytitan.testing.wire_schemas import check_anthropic
 
 from .support import CONTEXT, MODEL, RULES, WEATHER_TOOL, body
 
@@ -26,7 +28,10 @@ Serve = Callable[..., AbstractContextManager[LiveServer]]
 
 
 def post(server: LiveServer, payload: Any, path: str = "/v1/messages", **kwargs: Any) -> httpx.Response:
-    return httpx.post(server.url + path, json=payload, headers=HEADERS, timeout=30, **kwargs)
+    """POST to a Messages route; the answer is checked against Anthropic's documented shapes."""
+    response = httpx.post(server.url + path, json=payload, headers=HEADERS, timeout=30, **kwargs)
+    check_messages_answer(path, response.status_code, response.headers["content-type"], response.text)
+    return response
 
 
 def test_non_streaming_message(server: LiveServer) -> None:
@@ -96,6 +101,24 @@ def test_stop_sequence_and_max_tokens(server: LiveServer) -> None:
     assert stopped["content"][0]["text"] == "one two three "
     capped = post(server, body("count please", max_tokens=2)).json()
     assert (capped["stop_reason"], capped["usage"]["output_tokens"]) == ("max_tokens", 2)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["object", "stream"])
+def test_an_answer_the_context_window_cut_says_so(serve: Serve, stream: bool) -> None:
+    """Room in the window under ``max_tokens``: an answer cut there is ``model_context_window_exceeded``
+    (the API's own stop reason), one cut by ``max_tokens`` stays ``max_tokens``."""
+    long = script({"reply": {"text": " ".join(f"w{i}" for i in range(200))}}, context_window=96)
+    with serve(long) as server:
+        cut = post(server, body("hi", max_tokens=4096, stream=stream))
+        capped = post(server, body("hi", max_tokens=3, stream=stream))
+
+    def reason(answer: httpx.Response) -> str:
+        if not stream:
+            return str(answer.json()["stop_reason"])
+        (delta,) = [d for e, d in sse.events(answer.text) if e == "message_delta"]
+        return str(delta["delta"]["stop_reason"])
+
+    assert (reason(cut), reason(capped)) == ("model_context_window_exceeded", "max_tokens")
 
 
 def test_max_tokens_is_clamped_to_the_context_window(server: LiveServer) -> None:
@@ -237,6 +260,7 @@ def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
     response = httpx.request(method, shared.url + path, **request_args)
     assert response.status_code == status, response.text
     error = response.json()
+    check_anthropic(error, "ErrorResponse")
     assert set(error) == {"type", "error", "request_id"}
     assert error["type"] == "error" and error["error"]["type"] == kind
     assert error["request_id"] == response.headers["request-id"]
@@ -244,16 +268,27 @@ def test_errors_use_the_anthropic_envelope_on_every_anthropic_route(
 
 def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     listing = httpx.get(server.url + "/v1/models", headers=HEADERS).json()
+    check_anthropic(listing, "ModelList")
     window = server.engine.info.context_window
     entry = {"type": "model", "id": MODEL, "display_name": MODEL, "created_at": "1970-01-01T00:00:00Z"}
+    (model,) = listing["data"]
+    capabilities = model.pop("capabilities")
     assert listing == {
-        "data": [{**entry, "max_input_tokens": window, "max_tokens": window}],
+        "data": [{**entry, "max_input_tokens": window, "max_tokens": window, "lifecycle": "active"}],
         "has_more": False,
         "first_id": MODEL,
         "last_id": MODEL,
     }
+    # every capability the API defines: this server's true answer for the model
+    assert capabilities["structured_outputs"] == {"supported": True}
+    assert capabilities["image_input"] == capabilities["pdf_input"] == {"supported": False}
+    thinking = {"supported": True, "types": {"adaptive": {"supported": True}, "enabled": {"supported": True}}}
+    assert capabilities["thinking"] == thinking  # the stub's template has a thinking switch
+    assert capabilities["effort"]["supported"] is False
     one = httpx.get(server.url + f"/v1/models/{MODEL}-fast", headers=HEADERS)
+    check_anthropic(one.json(), "ModelInfo")
     assert one.status_code == 200 and one.json()["type"] == "model" and one.json()["id"] == f"{MODEL}-fast"
+    assert one.json()["capabilities"] == capabilities
     assert REQUEST_ID.match(one.headers["request-id"])
     openai = httpx.get(server.url + "/v1/models").json()
     assert openai["object"] == "list" and "request-id" not in httpx.get(server.url + "/v1/models").headers

@@ -11,6 +11,7 @@ from openai.types.responses import ResponseInputParam
 
 from tinytitan.engine.passes.compaction import HANDOVER_ASK
 from tinytitan.testing.scripts import script
+from tinytitan.testing.wire_schemas import check_open_responses
 
 from .support import MODEL
 
@@ -58,6 +59,13 @@ def test_compact_returns_instructions_and_one_compaction_item(serve: Any) -> Non
         # a compaction continues a stored response too
         again = client.responses.compact(model=MODEL, previous_response_id=follow.id)
         assert again.output[-1].type == "compaction" and len(again.output) == 1
+
+
+def test_the_compaction_object_is_valid_against_the_schema(server: Any) -> None:
+    body = {"model": MODEL, "input": INPUT, "instructions": "Be helpful."}
+    response = httpx.post(server.v1 + "/responses/compact", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    check_open_responses(response.json(), "CompactResource")
 
 
 def test_compact_refusals(server: Any) -> None:

@@ -20,6 +20,7 @@ from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.websocket import open_socket
+from tinytitan.testing.wire_schemas import check_open_responses
 
 NOTE = "Decisions:\n- chose sqlite over postgres (no server)\nNext step:\n- add the migration in db/001.sql"
 TRIGGER = {"type": "compaction_trigger"}
@@ -70,6 +71,7 @@ def test_a_streamed_trigger_answers_with_exactly_one_compaction_item(live: LiveS
 def test_a_plain_trigger_request_returns_the_object(live: LiveServer) -> None:
     body = {"model": STUB_MODEL, "input": [*CONVERSATION, TRIGGER]}
     response = httpx.post(live.v1 + "/responses", json=body, timeout=60).json()
+    check_open_responses(response, "ResponseResource")  # top_p a number: the pass is greedy, not null
     assert response["object"] == "response" and response["status"] == "completed"
     (item,) = response["output"]
     assert item["type"] == "compaction" and item["id"].startswith("cmp_") and summary(item) == NOTE

@@ -1,11 +1,14 @@
 """The Responses keepalive is an event a client counts (issue 29 item 1): while the first token is
-late, a repeated ``response.in_progress`` (current snapshot, next sequence number) goes out — never
-an SSE comment, which Codex's parser drops without resetting its idle timer. The strict validator
-and the official SDK read the same stream, several streams at once (the later ones wait in the queue).
+late, a repeated ``response.in_progress`` (next sequence number) goes out — never an SSE comment,
+which Codex's parser drops without resetting its idle timer. The strict validator and the official
+SDK read the same stream, several streams at once (the later ones wait in the queue, announced by
+``response.queued``). A keepalive's snapshot is small and current (issue 36 item 4): the output as
+written so far, without the request's large echoes (instructions, tools).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,7 +27,7 @@ from tinytitan.testing import sse
 from tinytitan.testing.events import as_sent
 from tinytitan.testing.responses_events import check_stream
 from tinytitan.testing.scripts import STUB_MODEL, script
-from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.server import LiveServer, live_server, slot_held
 
 KEEPALIVE = 0.2
 REPLY = "a slow but whole answer"
@@ -93,3 +96,80 @@ def test_the_keepalive_numbers_itself_after_the_last_event() -> None:
     assert check_stream(events)["output"][0]["content"][0]["text"] == "hi"
     assert events[2]["type"] == events[6]["type"] == "response.in_progress"
     assert events[6]["response"]["output"][0]["type"] == "message"  # the snapshot as it stands
+
+
+def _stream(waiting: list[bool], **request: object) -> ResponsesStream:
+    wire = ResponsesRequest(model=STUB_MODEL, **request)  # type: ignore[arg-type]
+    shell = response_shell(wire, model=STUB_MODEL, sampling=Sampling(0.6, 0.95), store=False)
+    return ResponsesStream(OutputBuilder(shell, waiting=lambda: waiting[0]), lambda _r: None)
+
+
+def test_a_keepalive_carries_a_small_snapshot_with_the_text_written_so_far() -> None:
+    """With Codex-sized instructions and tools the created event is ~65 KB; a keepalive is not: it
+    carries what the schema requires and the open message with its text to date."""
+    tools = [
+        {"type": "function", "name": f"tool_{i}", "description": "d" * 2000, "parameters": {"type": "object"}}
+        for i in range(20)
+    ]
+    stream = _stream([False], instructions="x" * 20_000, tools=tools)
+    frames = [*stream.start(), *stream.feed(TextDelta("Hel")), stream.keepalive(), *stream.feed(TextDelta("lo"))]
+    frames += [stream.keepalive(), *stream.feed(Finished("stop"))]
+    events = [as_sent(f.data) for f in frames]
+    assert check_stream(events)["output"][0]["content"][0]["text"] == "Hello"
+    keepalives = [e for n, e in enumerate(events) if n > 1 and e["type"] == "response.in_progress"]
+    assert len(json.dumps(events[0])) > 60_000
+    for keepalive, written in zip(keepalives, ["Hel", "Hello"], strict=True):
+        assert len(json.dumps(keepalive)) < 2_000
+        snapshot = keepalive["response"]
+        assert snapshot["instructions"] is None and snapshot["tools"] == []
+        (item,) = snapshot["output"]
+        assert (item["status"], item["content"][0]["text"]) == ("in_progress", written)
+    final = events[-1]["response"]
+    assert final["instructions"] == "x" * 20_000 and len(final["tools"]) == 20  # the terminal event echoes all
+
+
+def test_a_request_waiting_for_a_slot_is_queued_then_in_progress() -> None:
+    waiting = [True]
+    stream = _stream(waiting)
+    frames = [*stream.start(), stream.keepalive()]
+    waiting[0] = False  # its slot came: the next keepalive says it runs
+    frames += [stream.keepalive(), stream.keepalive(), *stream.feed(TextDelta("hi")), *stream.feed(Finished("stop"))]
+    events = [as_sent(f.data) for f in frames]
+    check_stream(events)
+    kinds = [e["type"] for e in events]
+    assert kinds[:5] == [
+        "response.created",
+        "response.queued",
+        "response.queued",
+        "response.in_progress",
+        "response.in_progress",
+    ]
+    assert [e["response"]["status"] for e in events[:4]] == ["queued", "queued", "queued", "in_progress"]
+    # no slot-change seen by a keepalive: the first output event announces that it runs
+    stream = _stream([True])
+    frames = [*stream.start()]
+    events = [as_sent(f.data) for f in [*frames, *stream.feed(TextDelta("hi")), *stream.feed(Finished("stop"))]]
+    check_stream(events)
+    assert [e["type"] for e in events[:4]] == [
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+        "response.output_item.added",
+    ]
+
+
+def test_a_stream_behind_another_is_queued_on_the_wire(live: LiveServer) -> None:
+    """The slot is held by a ticket of the test's own (deterministic: no race with a real generation)
+    until the stream has said ``response.queued``; then it runs, and says so before any output."""
+    body = {"model": STUB_MODEL, "input": "hi", "stream": True}
+    with slot_held(live) as release, httpx.stream("POST", live.v1 + "/responses", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        head: list[str] = []
+        while len(sse.events(head)) < 2:
+            head.append(next(lines))
+        release()
+        events = [data for _, data in sse.events([*head, *lines])]
+    check_stream(events)
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["response.created", "response.queued"] and events[0]["response"]["status"] == "queued"
+    assert kinds.index("response.in_progress") < kinds.index("response.output_item.added")

@@ -15,6 +15,7 @@ from tinytitan.engine.passes.compaction import encode_payload
 from tinytitan.engine.request import FormatRequest, ModelInfo
 from tinytitan.engine.request.validate import validate
 from tinytitan.testing.server import LiveServer
+from tinytitan.testing.wire_schemas import check_open_responses
 
 from .support import MODEL
 
@@ -209,6 +210,12 @@ def test_other_payload_version_is_refused() -> None:
         ),
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "invalid_tool_name"),
         ({"model": None}, "model", "invalid_value"),
+        # values the Responses API defines only as an enum (what a response echoes must be one of them)
+        ({"reasoning": {"effort": "ultra"}}, "reasoning.effort", "unsupported_value"),
+        ({"reasoning": {"summary": "verbose"}}, "reasoning.summary", "unsupported_value"),
+        ({"text": {"verbosity": "extreme"}}, "text.verbosity", "unsupported_value"),
+        ({"truncation": "sometimes"}, "truncation", "unsupported_value"),
+        ({"text": {"format": {"type": "json_schema", "schema": {}}}}, "text.format.name", "invalid_value"),
     ],
 )
 def test_refusals_by_name(server: Any, extra: dict[str, Any], param: str, code: str) -> None:
@@ -237,3 +244,14 @@ def test_errors_name_the_input_item(server: LiveServer) -> None:
     }
     error = httpx.post(server.v1 + "/responses", json=body).json()["error"]
     assert (error["code"], error["param"]) == ("invalid_tool_result", "input[1].call_id")
+
+
+@pytest.mark.parametrize(("effort", "echoed"), [("xhigh", "xhigh"), ("none", "none"), ("minimal", "low")])
+def test_the_echoed_effort_is_one_the_schema_allows(server: LiveServer, effort: str, echoed: str) -> None:
+    """OpenAI's ``minimal`` is served (the nearest rendered level, as any effort) and echoed as the
+    nearest effort the Open Responses schema allows; the object is valid against that schema."""
+    body = {"model": MODEL, "input": "hi", "reasoning": {"effort": effort}}
+    response = httpx.post(server.v1 + "/responses", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    check_open_responses(response.json(), "ResponseResource")
+    assert response.json()["reasoning"]["effort"] == echoed

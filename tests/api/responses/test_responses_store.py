@@ -10,10 +10,10 @@ import msgspec
 import pytest
 
 from tinytitan.api.openapi import openapi_document
-from tinytitan.api.responses.encode import response_shell
 from tinytitan.api.responses.items import InputItem, InputMessageItem, OutputTextPart
 from tinytitan.api.responses.mapping import map_items
 from tinytitan.api.responses.protocol import ResponsesRequest
+from tinytitan.api.responses.shell import response_shell
 from tinytitan.api.responses.store import ResponseStore, StoredResponse, as_input
 from tinytitan.api.responses.wire import (
     CompactionItem,
@@ -28,12 +28,16 @@ from tinytitan.api.responses.wire import (
 )
 from tinytitan.api.wire import kind
 from tinytitan.engine.request import Sampling
+from tinytitan.testing.wire_schemas import check_open_responses
 
 from .support import MODEL
 
 
 def _post(server: Any, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(server.v1 + "/responses", json={"model": MODEL, **body}, timeout=30)
+    response = httpx.post(server.v1 + "/responses", json={"model": MODEL, **body}, timeout=30)
+    if response.status_code == 200:
+        check_open_responses(response.json(), "ResponseResource")
+    return response
 
 
 def test_retrieve_delete_and_cancel(server: Any) -> None:

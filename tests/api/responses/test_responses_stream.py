@@ -15,6 +15,7 @@ from tinytitan.engine.request import Sampling
 from tinytitan.testing import sse
 from tinytitan.testing.events import as_sent, encoded
 from tinytitan.testing.responses_events import check_stream
+from tinytitan.testing.wire_schemas import check_open_responses
 
 from .support import MODEL
 
@@ -53,6 +54,7 @@ def _encode(items: list[Any]) -> list[dict[str, Any]]:
     assert [e["sequence_number"] for e in out] == list(range(len(out)))
     assert [e["type"] for e in out[:2]] == ["response.created", "response.in_progress"]
     assert out[0]["response"]["status"] == "in_progress" and out[0]["response"]["output"] == []
+    check_stream(out)  # the grammar, and every event against the Open Responses schema
     return out
 
 
@@ -97,6 +99,10 @@ def test_length_gives_incomplete() -> None:
     out = _encode([TextDelta("a"), Finished("length")])
     assert out[-1]["type"] == "response.incomplete"
     assert out[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    # the item the cap cut is incomplete too, in its done event and in the final object
+    done = [e["item"] for e in out if e["type"] == "response.output_item.done"]
+    assert [item["status"] for item in done] == ["incomplete"]
+    assert out[-1]["response"]["output"][-1]["status"] == "incomplete"
 
 
 def test_failure_mid_stream_ends_with_response_failed() -> None:
@@ -126,8 +132,10 @@ def test_failure_mid_stream_over_http(server: Any) -> None:
     assert sum(1 for name, _ in events if name == "response.output_text.delta") == 3
 
 
-def test_echoed_function_tools_carry_every_required_field() -> None:
-    """The Responses schema requires description, parameters and strict on a function tool (null when unset)."""
+def test_echoed_tools_are_the_function_tools_the_model_had() -> None:
+    """The schema's ``tools`` are those "available to the model", function tools only, each with
+    description, parameters and strict (null when unset): a namespace's functions are listed
+    flattened, as the prompt has them; hosted tools (never in the prompt) are not listed."""
     wire = ResponsesRequest(
         model=MODEL,
         tools=[
@@ -137,10 +145,10 @@ def test_echoed_function_tools_carry_every_required_field() -> None:
             {"type": "web_search"},
         ],
     )
-    tools = as_sent(response_shell(wire, model=MODEL, sampling=Sampling(), store=False))["tools"]
-    assert tools[0] == {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None}
-    assert wire.tools is not None and tools[1] == wire.tools[1]
-    assert tools[2]["tools"] == [
-        {"type": "function", "name": "h", "description": None, "parameters": None, "strict": None}
+    response = as_sent(response_shell(wire, model=MODEL, sampling=Sampling(), store=False))
+    check_open_responses(response, "ResponseResource")
+    assert response["tools"] == [
+        {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None},
+        wire.tools[1] if wire.tools else None,
+        {"type": "function", "name": "h", "description": None, "parameters": None, "strict": None},
     ]
-    assert tools[3] == {"type": "web_search"}

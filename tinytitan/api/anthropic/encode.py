@@ -63,11 +63,17 @@ def usage_object(usage: Usage) -> MessagesUsage:
     )
 
 
-def stop_reason(finished: Finished, has_calls: bool) -> tuple[str, str | None]:
-    """``(stop_reason, stop_sequence)``: tool_use > max_tokens > stop_sequence > end_turn."""
+def stop_reason(finished: Finished, has_calls: bool, window_room: int | None = None) -> tuple[str, str | None]:
+    """``(stop_reason, stop_sequence)``: tool_use > max_tokens > stop_sequence > end_turn.
+
+    ``window_room``: the tokens the context window left the answer when that was fewer than
+    ``max_tokens`` allowed; an answer cut there stopped at the window, not at ``max_tokens``
+    (``model_context_window_exceeded``, as the API reports it)."""
     if has_calls:
         return "tool_use", None
     if finished.reason == "length":
+        if window_room is not None and finished.usage.completion_tokens >= window_room:
+            return "model_context_window_exceeded", None
         return "max_tokens", None
     if finished.stop_sequence is not None:
         return "stop_sequence", finished.stop_sequence
@@ -85,14 +91,16 @@ def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> ToolUseBlock:
     return ToolUseBlock(tool_use_id(call), call.name, _tool_input(call) if with_input else {})
 
 
-def message_object(result: Completion, model: str, *, message_id: str | None = None) -> Message:
+def message_object(
+    result: Completion, model: str, *, message_id: str | None = None, window_room: int | None = None
+) -> Message:
     content: list[ContentBlock] = []
     if result.reasoning:
         content.append(ThinkingBlock(result.reasoning))
     if result.text or not result.tool_calls:
         content.append(TextBlock(result.text))
     content.extend(_tool_use_block(c) for c in result.tool_calls)
-    reason, sequence = stop_reason(result.finished, bool(result.tool_calls))
+    reason, sequence = stop_reason(result.finished, bool(result.tool_calls), window_room)
     return Message(
         id=message_id or new_id("msg_"),
         model=model,
@@ -151,8 +159,11 @@ def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
 class MessagesStream:
     """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
 
-    def __init__(self, model: str, *, request_id: str, message_id: str | None = None) -> None:
+    def __init__(
+        self, model: str, *, request_id: str, message_id: str | None = None, window_room: int | None = None
+    ) -> None:
         self.model = model
+        self.window_room = window_room  # see ``stop_reason``
         self.request_id = request_id
         self.message_id = message_id or new_id("msg_")
         self.blocks = _Blocks()
@@ -177,7 +188,7 @@ class MessagesStream:
         out += blocks.stop()
         if not has_calls and TextBlock not in blocks.kinds:  # the object always has a text block then
             out += blocks.start(TextBlock()) + blocks.stop()
-        delta = StopDelta(*stop_reason(event, has_calls))
+        delta = StopDelta(*stop_reason(event, has_calls, self.window_room))
         out.append(SSE(MessageDelta(delta, usage_object(event.usage)), event="message_delta"))
         out.append(SSE(MessageStop(), event="message_stop"))
         return out
@@ -192,4 +203,4 @@ class MessagesStream:
         return SSE(Ping(), event="ping")
 
     def object(self, result: Completion) -> Message:
-        return message_object(result, self.model, message_id=self.message_id)
+        return message_object(result, self.model, message_id=self.message_id, window_room=self.window_room)

@@ -40,7 +40,9 @@ class MessagesController(Controller):
     async def create(self, request: Request[Any, Any, Any], engine: EngineDep) -> Response[Message] | ServerSentEvent:
         chat = await _chat_request(request, engine, count_only=False)
         job = await engine.prepare(chat)
-        encoder = MessagesStream(job.request.model_id, request_id=chat.request_id)
+        room = job.generation.max_new  # the window's room for the answer, when under max_tokens
+        window_room = room if room < job.request.cap else None
+        encoder = MessagesStream(job.request.model_id, request_id=chat.request_id, window_room=window_room)
         return await answer(request, job, encoder, stream=chat.stream)
 
     @post("/count_tokens", status_code=200)

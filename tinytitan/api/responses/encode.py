@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
@@ -22,10 +21,10 @@ from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.passes.compaction import CompactionResult
-from tinytitan.engine.request import Sampling, new_id
+from tinytitan.engine.request import new_id
 
 from .mapping import new_item_id
-from .protocol import ResponsesRequest
+from .shell import response_shell
 from .wire import (
     Compaction,
     CompactionItem,
@@ -57,9 +56,8 @@ from .wire import (
     ResponseFailed,
     ResponseIncomplete,
     ResponseInProgress,
-    ResponseReasoning,
+    ResponseQueued,
     ResponsesUsage,
-    ResponseText,
     SummaryText,
 )
 
@@ -83,62 +81,21 @@ def usage_object(usage: Usage) -> ResponsesUsage:
     )
 
 
-def response_shell(wire: ResponsesRequest, *, model: str, sampling: Sampling, store: bool) -> Response:
-    """The response object before any output: every field of reference §9, echoing the request."""
-    reasoning = wire.reasoning
-    text = wire.text
-    return Response(
-        id=new_id("resp_"),
-        created_at=int(time.time()),
-        instructions=wire.instructions,
-        max_output_tokens=wire.max_output_tokens,
-        max_tool_calls=wire.max_tool_calls,
-        model=model,
-        parallel_tool_calls=True if wire.parallel_tool_calls is None else wire.parallel_tool_calls,
-        previous_response_id=wire.previous_response_id,
-        prompt_cache_key=wire.prompt_cache_key,
-        reasoning=ResponseReasoning(
-            effort=reasoning.effort if reasoning else None,
-            summary=(reasoning.summary or reasoning.generate_summary) if reasoning else None,
-        ),
-        safety_identifier=wire.safety_identifier,
-        store=store,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        presence_penalty=sampling.presence_penalty if sampling.presence_penalty is not None else 0.0,
-        text=ResponseText(
-            format=(text.format if text and text.format is not None else {"type": "text"}),
-            verbosity=(text.verbosity if text and text.verbosity else "medium"),
-        ),
-        tool_choice=wire.tool_choice if wire.tool_choice is not None else "auto",
-        tools=[_echoed_tool(t) for t in wire.tools or ()],
-        truncation=wire.truncation or "disabled",
-        user=wire.user,
-        metadata=wire.metadata or {},
-    )
-
-
-def _echoed_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool as the response echoes it: as sent, with the fields the Responses schema requires of a
-    function tool (``description``, ``parameters``, ``strict``) present — ``null`` when unset."""
-    out = dict(tool)
-    if out.get("type", "function") == "function":
-        out["type"] = "function"
-        for key in ("description", "parameters", "strict"):
-            out.setdefault(key, None)
-    elif out.get("type") == "namespace" and isinstance(out.get("tools"), list):
-        out["tools"] = [_echoed_tool(t) if isinstance(t, dict) else t for t in out["tools"]]
-    return out
-
-
 _Open = type[ReasoningItem] | type[MessageItem]
+
+
+def _never() -> bool:
+    return False
 
 
 class OutputBuilder:
     """Accumulates output items from engine events; each step returns the stream events it implies."""
 
-    def __init__(self, shell: Response) -> None:
+    def __init__(self, shell: Response, waiting: Callable[[], bool] | None = None) -> None:
+        """``waiting``: whether the request still waits for a slot in the queue (none: it never does)."""
         self.response = shell
+        self._waiting = waiting or _never
+        self.queued = False
         self.output: list[OutputItem] = shell.output
         self.sequence = 0
         self._open: int | None = None  # the index of the reasoning or message item being written
@@ -152,16 +109,52 @@ class OutputBuilder:
         return msgspec.structs.replace(self.response, output=list(self.output))
 
     def start(self) -> list[Tagged]:
+        """``response.created``, then ``response.in_progress`` — or, for a request that must wait for
+        a slot, ``response.queued`` (status ``queued``); ``in_progress`` follows when it runs."""
+        self.queued = self._waiting()
+        if self.queued:
+            self.response.status = "queued"
+            created = ResponseCreated(sequence_number=self._seq(), response=self._snapshot())
+            return [created, ResponseQueued(sequence_number=self._seq(), response=self._snapshot())]
         return [
             ResponseCreated(sequence_number=self._seq(), response=self._snapshot()),
             ResponseInProgress(sequence_number=self._seq(), response=self._snapshot()),
         ]
 
-    def keepalive(self) -> ResponseInProgress:
-        """A repeated ``response.in_progress`` (the current snapshot, the next sequence number): an
-        event the Responses grammar allows at any point of a running response and clients ignore,
-        but one their parsers count — Codex's ``stream_idle_timeout_ms`` resets only on those."""
-        return ResponseInProgress(sequence_number=self._seq(), response=self._snapshot())
+    def _running(self) -> list[Tagged]:
+        """``response.in_progress``, once, when a queued response gets its slot."""
+        if not self.queued:
+            return []
+        self.queued = False
+        self.response.status = "in_progress"
+        return [ResponseInProgress(sequence_number=self._seq(), response=self._snapshot())]
+
+    def keepalive(self) -> ResponseInProgress | ResponseQueued:
+        """A repeated ``response.in_progress`` (``response.queued`` while the request still waits for
+        a slot) with the next sequence number: an event the Responses grammar allows at any point of
+        a running response and clients ignore, but one their parsers count — Codex's
+        ``stream_idle_timeout_ms`` resets only on those. It carries a progress snapshot, small and
+        valid: the output as written so far (the open item with its text to date), and not the
+        request's echoes that can be large — ``instructions`` is ``null`` and ``tools`` ``[]`` here;
+        ``response.created`` and the terminal event carry them."""
+        if self.queued and self._waiting():
+            return ResponseQueued(sequence_number=self._seq(), response=self._progress())
+        if self.queued:
+            (running,) = self._running()
+            assert isinstance(running, ResponseInProgress)
+            return running
+        return ResponseInProgress(sequence_number=self._seq(), response=self._progress())
+
+    def _progress(self) -> Response:
+        output = list(self.output)
+        if self._open is not None:
+            item = output[self._open]
+            text = "".join(self._buffer)
+            if isinstance(item, ReasoningItem):
+                output[self._open] = msgspec.structs.replace(item, summary=[SummaryText(text)])
+            elif isinstance(item, MessageItem):
+                output[self._open] = msgspec.structs.replace(item, content=[OutputText(text)])
+        return msgspec.structs.replace(self.response, output=output, instructions=None, tools=[])
 
     # -- items -------------------------------------------------------------------------------------
     def _added(self, item: OutputItem) -> tuple[int, OutputItemAdded]:
@@ -191,7 +184,8 @@ class OutputBuilder:
         self._buffer = []
         return events
 
-    def _close(self) -> list[Tagged]:
+    def _close(self, status: str = "completed") -> list[Tagged]:
+        """Close the open item; ``status`` is a message's (``incomplete`` when the cap cut it)."""
         index, self._open = self._open, None
         if index is None:
             return []
@@ -210,7 +204,7 @@ class OutputBuilder:
             ]
         else:
             part = OutputText(text)
-            item = msgspec.structs.replace(item, content=[part], status="completed")
+            item = msgspec.structs.replace(item, content=[part], status=status)
             events = [
                 OutputTextDone(sequence_number=self._seq(), item_id=item_id, output_index=index, text=text),
                 ContentPartDone(sequence_number=self._seq(), item_id=item_id, output_index=index, part=part),
@@ -267,20 +261,22 @@ class OutputBuilder:
 
     # -- the event stream ----------------------------------------------------------------------------
     def feed(self, event: Event) -> list[Tagged]:
+        running = self._running()  # the first event of a queued response: it runs now
         if isinstance(event, ReasoningDelta):
-            return self._delta(ReasoningItem, event.text) if event.text else []
+            return running + (self._delta(ReasoningItem, event.text) if event.text else [])
         if isinstance(event, TextDelta):
-            return self._delta(MessageItem, event.text) if event.text else []
+            return running + (self._delta(MessageItem, event.text) if event.text else [])
         if isinstance(event, ToolCall):
-            return self._call(event)
-        return self.finish(event)
+            return running + self._call(event)
+        return running + self.finish(event)
 
     def finish(self, finished: Finished) -> list[Tagged]:
-        events = self._close()
+        incomplete = finished.reason == "length"
+        status = "incomplete" if incomplete else "completed"  # the item the cap cut says so too
+        events = self._close(status)
         if not any(isinstance(item, (MessageItem, FunctionCallItem)) for item in self.output):
             events += self._ensure_open(MessageItem)  # an answer with no text is an empty message
-            events += self._close()
-        incomplete = finished.reason == "length"
+            events += self._close(status)
         response = self.response
         response.status = "incomplete" if incomplete else "completed"
         response.completed_at = int(time.time())

@@ -40,6 +40,7 @@ from .protocol import ResponsesRequest
 
 __all__ = [
     "ALLOWED_INCLUDE",
+    "EFFORTS",
     "MappedInput",
     "Resolver",
     "map_input",
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 ALLOWED_INCLUDE = ("reasoning.encrypted_content", "message.output_text.logprobs")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # OpenAI's reasoning.effort values
+SUMMARIES = ("auto", "concise", "detailed")
+VERBOSITIES = ("low", "medium", "high")
+TRUNCATIONS = ("auto", "disabled")
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _ROLES = ("user", "system", "developer", "assistant")
 _ID_PREFIX = {
@@ -295,6 +300,27 @@ def _refuse(wire: ResponsesRequest) -> None:
     for j, value in enumerate(wire.include or ()):
         if value not in ALLOWED_INCLUDE:
             raise no(f"include[{j}]", f"include value '{value}' is not supported")
+    reasoning, text = wire.reasoning, wire.text
+    _one_of("reasoning.effort", reasoning.effort if reasoning else None, EFFORTS)
+    _one_of("reasoning.summary", reasoning.summary if reasoning else None, SUMMARIES)
+    _one_of("reasoning.generate_summary", reasoning.generate_summary if reasoning else None, SUMMARIES)
+    _one_of("text.verbosity", text.verbosity if text else None, VERBOSITIES)
+    _one_of("truncation", wire.truncation, TRUNCATIONS)
+    fmt = text.format if text else None
+    named = isinstance(fmt, dict) and (fmt.get("type") != "json_schema" or isinstance(fmt.get("name"), str))
+    if isinstance(fmt, dict) and "schema" in fmt and not named:  # no schema at all: the validator names it
+        raise InvalidRequest("a json_schema format needs a name", param="text.format.name")
+
+
+def _one_of(param: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    """A value the Responses API defines only as an enum: one of it, or refused by name (the response
+    echoes it, and what it echoes must be a value its schema allows)."""
+    if value is not None and value not in allowed:
+        raise InvalidRequest(
+            f"{param} '{value}' is not defined by the Responses API; use one of {', '.join(allowed)}",
+            param=param,
+            code="unsupported_value",
+        )
 
 
 def to_chat_request(

@@ -1,4 +1,5 @@
-"""The Responses controller: decode, run a turn (``turn.start_turn``), store. Nothing else."""
+"""The Responses controller: decode, run a turn (``turn.start_turn``), store; count a body's input
+tokens; compact. Nothing else."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from tinytitan.engine.passes.compaction import compact
 
 from .encode import compaction_object
 from .items import InputItem, InputItemList
-from .mapping import MappedInput, map_input, map_items
+from .mapping import MappedInput, map_input, map_items, to_chat_request
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn
-from .wire import Compaction, Deleted
+from .wire import Compaction, Deleted, InputTokens
 from .wire import Response as ResponseObject
 
 __all__ = ["ResponsesController"]
@@ -46,6 +47,19 @@ class ResponsesController(Controller):
             workspace=request.headers.get("x-tinytitan-workspace"),
         )
         return await turn.respond(request)
+
+    @post("/input_tokens", status_code=200)
+    async def input_tokens(
+        self, request: Request[Any, Any, Any], engine: EngineDep, responses_store: StoreDep
+    ) -> InputTokens:
+        """The input tokens a create body would cost: the same mapping and refusals, the prompt as the
+        chat template renders it, counted by the model's own tokenizer (no memory fragment)."""
+        wire = await read_json(request, ResponsesRequest)
+        history: list[InputItem] = []
+        if wire.previous_response_id:
+            history = responses_store.stored(wire.previous_response_id, param="previous_response_id").conversation()
+        chat, _current = to_chat_request(wire, history=history, resolve=responses_store.find_item)
+        return InputTokens(input_tokens=await engine.count_tokens(chat))
 
     @post("/compact", status_code=200)
     async def compact(

@@ -27,7 +27,7 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Usage
 from tinytitan.engine.job import Job
 from tinytitan.engine.passes.compaction import compact, require_messages
-from tinytitan.engine.request import Sampling
+from tinytitan.engine.request import Message, Sampling
 from tinytitan.engine.service import Engine
 
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
@@ -146,6 +146,8 @@ async def start_turn(
     ``streaming`` overrides the request's own ``stream`` (the WebSocket always streams);
     ``generate=False`` is the WebSocket's warm-up: the request is checked and remembered, nothing runs."""
     wire, compaction = _split_trigger(wire)
+    if not generate and wire.input is None:  # a warm-up may send only instructions and tools (OpenAI's)
+        wire = msgspec.structs.replace(wire, input=[])
     if streaming is None:
         streaming = bool(wire.stream)
     chat, current = to_chat_request(wire, history=history, resolve=resolve, workspace=workspace)
@@ -166,6 +168,8 @@ async def start_turn(
 
         return WholeTurn(encoder, compacted, streaming)
     if not generate:  # every refusal a generation would meet (routing, validation, the context window)
+        if not any(m.role != "system" for m in chat.messages):  # nothing to answer yet: check the rest
+            chat = replace(chat, messages=(*chat.messages, Message("user", "")))
         validated, _prompt = await engine.validate(chat)
         shell = response_shell(wire, model=validated.model_id, sampling=validated.sampling, store=store)
         encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
@@ -177,5 +181,16 @@ async def start_turn(
     job = await engine.prepare(replace(chat, stream=streaming))
     with job.closed_on_error():
         shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)
-        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job))
+        encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return GenerationTurn(job, encoder, streaming)
+
+
+def _waiting_for_a_slot(engine: Engine, job: Job) -> Callable[[], bool]:
+    """Whether ``job`` waits in the queue: not running yet, and every slot taken (``response.queued``)."""
+    queue, ticket = engine.queue, job.ticket
+
+    def waiting() -> bool:
+        return not ticket.running and not ticket.released and queue.running >= queue.slots
+
+    return waiting

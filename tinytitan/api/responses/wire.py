@@ -26,6 +26,7 @@ __all__ = [
     "FunctionCallItem",
     "IncompleteDetails",
     "InputText",
+    "InputTokens",
     "InputTokensDetails",
     "MessageItem",
     "OutputItem",
@@ -47,6 +48,7 @@ __all__ = [
     "ResponseFailed",
     "ResponseInProgress",
     "ResponseIncomplete",
+    "ResponseQueued",
     "ResponseReasoning",
     "ResponseText",
     "ResponsesUsage",
@@ -168,8 +170,8 @@ class Response(Answer, kw_only=True):
     safety_identifier: str | None
     service_tier: str = "default"
     store: bool
-    temperature: float | None
-    top_p: float | None
+    temperature: float
+    top_p: float
     presence_penalty: float
     frequency_penalty: float = 0.0
     text: ResponseText
@@ -192,6 +194,13 @@ class Compaction(Answer, kw_only=True):
     usage: ResponsesUsage
 
 
+class InputTokens(Answer, kw_only=True):
+    """``POST /v1/responses/input_tokens``'s answer: what the request's prompt would count."""
+
+    object: Literal["response.input_tokens"] = "response.input_tokens"
+    input_tokens: int
+
+
 class Deleted(Answer):
     id: str
     object: Literal["response"] = "response"
@@ -211,6 +220,11 @@ class _Lifecycle(_Event, kw_only=True):
 
 class ResponseCreated(_Lifecycle, tag="response.created"):
     """The first event: the response as it starts."""
+
+
+class ResponseQueued(_Lifecycle, tag="response.queued"):
+    """Sent after ``response.created`` when the request waits for a slot (and repeated as the
+    keepalive while it waits); ``response.in_progress`` follows when it runs."""
 
 
 class ResponseInProgress(_Lifecycle, tag="response.in_progress"):
@@ -329,6 +343,7 @@ class SocketError(Tagged, tag="error"):
 
 STREAM_EVENTS: tuple[type, ...] = (
     ResponseCreated,
+    ResponseQueued,
     ResponseInProgress,
     OutputItemAdded,
     ReasoningSummaryPartAdded,

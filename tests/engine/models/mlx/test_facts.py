@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,16 @@ def test_an_unloadable_directory_says_why(tiny_dir: Path, tmp_path: Path, breaka
     else:
         (model / "chat_template.jinja").unlink()
     with pytest.raises(ModelUnavailable, match=reason):
+        check_loadable(model)
+
+
+def test_without_mlx_lm_the_reason_is_that_it_is_not_installed(
+    tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not "architecture 'qwen3' is not supported by mlx-lm": the mlx extra is missing (issue 36 item 6)."""
+    model = link_model(tiny_dir, tmp_path / "m")
+    monkeypatch.setitem(sys.modules, "mlx_lm", None)  # what importing finds when the package is absent
+    with pytest.raises(ModelUnavailable, match=r"^mlx-lm is not installed.*pip install 'tinytitan\[mlx\]'"):
         check_loadable(model)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import mlx.core as mx
@@ -13,12 +14,15 @@ from tinytitan.engine.build import build_catalog
 from tinytitan.engine.device import placement
 from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.device.placement import compute_dtype
+from tinytitan.engine.errors import ModelLoadFailed
 from tinytitan.engine.models.mlx import MlxBackend, loading
 from tinytitan.engine.request import ChatRequest, Message, Sampling
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 from tinytitan.testing.catalog import build_catalog as lay_out_catalog
+from tinytitan.testing.catalog import link_model
 from tinytitan.testing.loop import run
+from tinytitan.testing.process import free_port, start_serve
 from tinytitan.testing.tiny_model import tiny_model_dir
 
 
@@ -140,3 +144,19 @@ def test_auto_is_float32_on_the_cpu_device_beside_an_accelerator(monkeypatch: py
     monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)  # a Mac's or a CUDA machine's default
     assert compute_dtype("auto") is None  # the accelerator runs the checkpoint's own dtype
     assert compute_dtype("auto", "cpu") == "float32"  # its <id>@cpu variant runs in fp32
+
+
+def test_a_tokenizer_that_cannot_be_read_is_one_line_from_serve(tiny_dir: Path, tmp_path: Path) -> None:
+    """A failed load is the one-line refusal and exit 2, with no traceback before it (issue 36 item 6):
+    a tokenizer.json that passes the file checks but not the tokenizer library."""
+    model = link_model(tiny_dir, tmp_path / "m")
+    (model / "tokenizer.json").unlink()
+    (model / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "Nope"}}))
+    with pytest.raises(ModelLoadFailed, match="its tokenizer could not be read"):
+        loading.load_tokenizer(model)
+    proc = start_serve("--model", str(model), "--port", str(free_port()))
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tinytitan serve: model 'm' could not be loaded from") and "tokenizer" in last

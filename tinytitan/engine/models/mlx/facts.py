@@ -85,6 +85,12 @@ def read_facts(path: Path, model_id: str, max_context: int | None = None) -> Fac
     return Facts(path, config, template, syntax, info)
 
 
+MLX_LM_MISSING = (
+    "mlx-lm is not installed, so no model can be loaded: pip install 'tinytitan[mlx]' "
+    "('tinytitan[mlx,cpu]' on Linux), or serve a --stub script"
+)
+
+
 def _architecture_supported(model_type: str) -> bool:
     """Whether mlx-lm has a module for this ``model_type`` (found on disk; mlx is not imported)."""
     spec = importlib.util.find_spec("mlx_lm")
@@ -111,6 +117,8 @@ def check_loadable(path: Path) -> None:
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ModelUnavailable("config.json names no model_type")
+    if importlib.util.find_spec("mlx_lm") is None:  # the mlx extra is missing: no architecture is supported
+        raise ModelUnavailable(MLX_LM_MISSING)
     if not _architecture_supported(model_type):
         raise ModelUnavailable(f"architecture '{model_type}' is not supported by mlx-lm")
     _check_weights(path)

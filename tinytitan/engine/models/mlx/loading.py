@@ -27,13 +27,22 @@ log = logging.getLogger("tinytitan.mlx")
 
 
 def load_tokenizer(path: Path) -> Any:
-    """mlx-lm's ``TokenizerWrapper`` (HF tokenizer + streaming detokenizer + markers + tool parser)."""
+    """mlx-lm's ``TokenizerWrapper`` (HF tokenizer + streaming detokenizer + markers + tool parser).
+
+    A tokenizer that cannot be read raises ``ModelLoadFailed`` naming the model and the cause, as
+    weights do: one line for the user, never a traceback."""
     from mlx_lm.utils import load_config
     from mlx_lm.utils import load_tokenizer as _load
 
     progress("loading the tokenizer")
-    eos = load_config(path).get("eos_token_id")
-    return _load(path, eos_token_ids=eos)
+    try:
+        eos = load_config(path).get("eos_token_id")
+        return _load(path, eos_token_ids=eos)
+    except Exception as exc:  # transformers and tokenizers raise many kinds for a bad file
+        cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) or not str(exc) else str(exc)
+        raise ModelLoadFailed(
+            f"model '{path.name}' could not be loaded from {path}: its tokenizer could not be read ({cause})"
+        ) from exc
 
 
 def load_weights(
