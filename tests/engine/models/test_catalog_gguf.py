@@ -122,15 +122,16 @@ def test_a_gguf_entry_converts_off_the_device_while_another_model_decodes(
 
 
 def test_claimed_refuses_while_a_device_worker_runs(catalog_dir: Path) -> None:
+    before = device_thread.running_workers()  # other tests' engines may still run in this process
     engine = build_engine(Settings(models_dirs=(str(catalog_dir),)))
     try:
         run(engine.complete(ask("tiny", 2)))  # the worker is up
+        assert len(device_thread.running_workers()) == len(before) + 1
         with pytest.raises(RuntimeError, match=r"DeviceWorker\.run"), device_thread.claimed():
             pass
     finally:
         engine.shutdown()
-    with device_thread.claimed():  # once it stopped, a test may be the device again
-        pass
+    assert device_thread.running_workers() == before  # its worker let the device go
 
 
 def test_nothing_converts_before_a_gguf_entrys_first_request(catalog_dir: Path, tmp_path: Path) -> None:
