@@ -26,18 +26,26 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, relative imports resolved to their absolute names."""
+def import_statements(path: Path) -> list[tuple[str, list[str]]]:
+    """Every import in ``path`` as (module, names imported from it): ``import a.b`` is ("a.b", []),
+    ``from .x import y`` is (its absolute name, ["y"])."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    found: set[str] = set()
+    found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+            found.append((".".join([*base, node.module] if node.module else base), [a.name for a in node.names]))
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved to their absolute names."""
+    found: set[str] = set()
+    for module, names in import_statements(path):
+        found.add(module)
+        found.update(f"{module}.{name}" for name in names)  # `from pkg import submodule`
     return found
 
 
@@ -129,19 +137,12 @@ MODULES = {module_name(p) for p in ROOT.rglob("*.py")}
 def graph_imports(path: Path) -> set[str]:
     """Our modules ``path`` imports, as ``imports`` reads them, except that ``from pkg import sub`` (a
     submodule) counts as importing ``pkg.sub`` alone: the package is only the way in."""
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
-            named = [f"{module}.{alias.name}" for alias in node.names]
-            submodules = [name for name in named if name in MODULES]
-            found.update(submodules)
-            if len(submodules) < len(named):  # a name the module (or the package's __init__) defines
-                found.add(module)
+    for module, names in import_statements(path):
+        submodules = [f"{module}.{name}" for name in names if f"{module}.{name}" in MODULES]
+        found.update(submodules)
+        if not names or len(submodules) < len(names):  # a name the module (or the package's __init__) defines
+            found.add(module)
     return found & MODULES
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHATML", "byte_vocab", "chat_gguf", "hf_vocab", "llama_cpp_permute", "write_gguf"]
+__all__ = ["CHATML", "TINY_CONFIG", "byte_vocab", "chat_gguf", "hf_vocab", "llama_cpp_permute", "write_gguf"]
 
 _NATIVE_ARCH = {"gemma3_text": "gemma3"}
 
@@ -148,6 +148,20 @@ def write_gguf(
     return path
 
 
+# a tiny decoder over the byte vocabulary (258 tokens): the tests' reference models start from it
+TINY_CONFIG: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "intermediate_size": 96,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "rms_norm_eps": 1e-6,
+    "vocab_size": 258,
+    "max_position_embeddings": 512,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -163,20 +177,7 @@ def chat_gguf(path: Path, *, seed: int = 7) -> Path:
 
     from tinytitan.engine.mlx_lm_adapter import model_classes
 
-    config = {
-        "model_type": "llama",
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "intermediate_size": 96,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "rms_norm_eps": 1e-6,
-        "vocab_size": 258,
-        "max_position_embeddings": 2048,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": False,
-    }
+    config = {**TINY_CONFIG, "model_type": "llama", "max_position_embeddings": 2048, "tie_word_embeddings": False}
     model_class, args_class = model_classes(config)
     mx.random.seed(seed)
     model = model_class(args_class.from_dict(config))

@@ -22,23 +22,11 @@ from tinytitan.engine.models.gguf.convert import gguf_model_dir
 from tinytitan.engine.models.gguf.file import read_gguf
 from tinytitan.engine.models.gguf.quants import decode, q4_k_groups, tensor_nbytes
 from tinytitan.engine.models.mlx.resolve import resolve_model
-from tinytitan.testing.gguf_files import write_gguf
+from tinytitan.testing.gguf_files import TINY_CONFIG, write_gguf
 
 pytestmark = pytest.mark.usefixtures("device")  # these tests call MLX themselves, as the device worker
 
-BASE: dict[str, Any] = {
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "intermediate_size": 96,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "rms_norm_eps": 1e-6,
-    "vocab_size": 258,
-    "max_position_embeddings": 512,
-    "rope_theta": 10000.0,
-    "tie_word_embeddings": True,
-}
+BASE: dict[str, Any] = TINY_CONFIG
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {"tie_word_embeddings": False},
     "llama3-scaled": {
