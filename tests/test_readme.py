@@ -292,6 +292,18 @@ def check_tests(run: Run) -> None:
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith(suite)  # CI runs the README's line verbatim
 
 
+def check_contracts(run: Run) -> None:
+    """The contract tests the section names exist, and the packages it says are bounded are."""
+    (line,) = [line for line in run.recorded if "-m pytest" in line]
+    files = re.findall(r"tests/\S+\.py", line)
+    assert {"tests/engine/test_mlx_lm_adapter.py", "tests/api/test_transport.py"} <= set(files)
+    assert all((ROOT / f).is_file() for f in files)
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    requirements = [*data["project"]["dependencies"], *data["project"]["optional-dependencies"]["mlx"]]
+    bounded = {re.split(r"[<>=\[ ]", r, maxsplit=1)[0] for r in requirements if "<" in r}
+    assert {"mlx-lm", "mlx", "uvicorn", "litestar"} <= bounded
+
+
 def check_platform(run: Run) -> None:
     assert run.output.splitlines()[0].startswith("tinytitan "), run.output  # --version ran
     assert "engine: mlx on " in run.output and "mlx-lm " in run.output
@@ -391,6 +403,7 @@ class How:
 HOW: dict[str, How] = {
     "Quick start": How(check_quick_start, model=True),
     "Tests and CI": How(check_tests),
+    "Lifting a dependency's upper bound": How(check_contracts),
     "Apple silicon (macOS, Metal)": How(check_platform),
     "Linux with an NVIDIA GPU (mlx's CUDA build)": How(check_platform),
     "Linux CPU (BLIS or OpenBLAS)": How(check_platform),
