@@ -125,12 +125,12 @@ def gguf_entry(path: Path, model_id: str, *, origin: str, max_context: int | Non
     if _SPLIT.search(path.name):
         return Skipped(path, "a split GGUF file: merge its parts first (llama.cpp's `llama-gguf-split --merge`)")
     try:
-        info, about = gguf_facts(path.resolve(), model_id, max_context)
+        info, about = gguf_facts(path, model_id, max_context)
     except ModelUnavailable as exc:
         return Skipped(path, exc.message)
     except OSError as exc:
         return Skipped(path, f"unreadable ({exc.strerror or exc})")
-    return CatalogEntry(model_id, path.resolve(), "gguf", origin, info, about)
+    return CatalogEntry(model_id, path, "gguf", origin, info, about)  # where the user put it (a link too)
 
 
 _SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
