@@ -35,7 +35,24 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from llamacpp import llama_server  # noqa: E402
 from peer import Stream, Target, stream_chat, tinytitan  # noqa: E402
 
-WORDS = "the lighthouse keeper watched a storm roll over grey water while gulls cried above old stone".split()
+WORDS = [
+    "the",
+    "lighthouse",
+    "keeper",
+    "watched",
+    "a",
+    "storm",
+    "roll",
+    "over",
+    "grey",
+    "water",
+    "while",
+    "gulls",
+    "cried",
+    "above",
+    "old",
+    "stone",
+]
 SIZES = {"prompt ~100": 70, "prompt ~400": 300, "prompt ~1500": 1150}  # words → about the tokens named
 
 
@@ -104,11 +121,11 @@ def main() -> None:
     for target in targets:
         print(f"{target.name}, {args.hogs} busy process(es) beside it (median of {args.rounds}):")
         for name in [*SIZES, "decode tok/s"]:
-            quiet = statistics.median(results[(target.name, name, "quiet")])
-            busy = statistics.median(results[(target.name, name, "busy")])
-            ratio = quiet / busy if name == "decode tok/s" else busy / quiet
+            calm = statistics.median(results[(target.name, name, "quiet")])
+            loaded = statistics.median(results[(target.name, name, "busy")])
+            ratio = calm / loaded if name == "decode tok/s" else loaded / calm
             unit = "tok/s" if name == "decode tok/s" else "s to first token"
-            print(f"  {name:<14} quiet {quiet:7.3f}  busy {busy:7.3f} {unit:<17} busy costs ×{ratio:.2f}", flush=True)
+            print(f"  {name:<14} quiet {calm:7.3f}  busy {loaded:7.3f} {unit:<17} busy costs ×{ratio:.2f}", flush=True)
 
 
 if __name__ == "__main__":
