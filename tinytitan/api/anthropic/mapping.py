@@ -157,9 +157,9 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
         turns.append(message)
 
 
-def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...]:
+def _messages(wire: list[InputMessage], system: list[str], *, session: bool = False) -> tuple[Message, ...]:
     conversation = [i for i, m in enumerate(wire) if m.role != "system"]
-    if conversation and wire[conversation[-1]].role == "assistant":
+    if conversation and wire[conversation[-1]].role == "assistant" and not session:
         raise InvalidRequest(
             "a trailing assistant message (prefill) is not supported",
             param=f"messages[{conversation[-1]}]",
@@ -267,8 +267,10 @@ def to_chat_request(
     count_only: bool = False,
     request_id: str | None = None,
     workspace: str | None = None,
+    session: bool = False,
 ) -> ChatRequest:
-    """Map a Messages request. ``count_only`` (count_tokens) does not require ``max_tokens``."""
+    """Map a Messages request. ``count_only`` (count_tokens) does not require ``max_tokens``;
+    ``session``: a saved conversation (``tinytitan compact``), whose last message may be the reply."""
     if not wire.model:
         raise InvalidRequest("Field required", param="model")
     if wire.messages is None:
@@ -281,7 +283,7 @@ def to_chat_request(
         cap = min(cap, context_window)  # the validator clamps the same way; the budget rule sees it now
     return ChatRequest(
         model=wire.model,
-        messages=_messages(wire.messages, _system_texts(wire.system)),
+        messages=_messages(wire.messages, _system_texts(wire.system), session=session),
         tools=_tools(wire),
         tool_choice=_tool_choice(wire.tool_choice),
         sampling=sampling_of(wire),
