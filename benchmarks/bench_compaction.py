@@ -178,7 +178,9 @@ def main() -> None:
             cold, reply, prompt = on_loop(live, last_turn(live, session))
             colds.append(cold)
             messages = (*session, Message("assistant", reply))
-            print(f"round {round_}: session {prompt} tokens, cold prefill (time to first token) {cold:.2f} s", flush=True)
+            print(
+                f"round {round_}: session {prompt} tokens, cold prefill (time to first token) {cold:.2f} s", flush=True
+            )
             for name in ("after", "before", "trigger", "cold"):
                 if name == "cold":
                     clear_cache(live)  # what a fresh `tinytitan compact` process starts with
@@ -197,7 +199,9 @@ def main() -> None:
         print(line("tinytitan compact (no cache)", figures["cold"], cold), flush=True)
         share = statistics.median(f["share"] for f in figures["trigger"])
         whole = statistics.median(f["whole"] for f in figures["trigger"])
-        print(f"  compaction_trigger over HTTP: cached share of its passes {share:.3f}; whole {whole:.1f} s", flush=True)
+        print(
+            f"  compaction_trigger over HTTP: cached share of its passes {share:.3f}; whole {whole:.1f} s", flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tinytitan.engine.errors import ContextLengthExceeded
 from tinytitan.engine.passes.payload import summary_preamble
 from tinytitan.engine.request import ChatRequest, Message, Source
 from tinytitan.engine.service import Engine
@@ -34,8 +33,5 @@ def continue_after(request: ChatRequest, summary: str) -> ChatRequest:
 async def is_due(engine: Engine, request: ChatRequest, threshold: int) -> bool:
     """Whether ``request``'s rendered prompt reaches ``threshold`` tokens — or no longer fits the window
     (compacting it is then the only way to answer). Every other refusal is raised as it would be."""
-    try:
-        _validated, prompt = await engine.validate(request)
-    except ContextLengthExceeded:
-        return True
-    return prompt.n_tokens >= threshold
+    tokens = await engine.prompt_tokens(request)
+    return tokens >= threshold or tokens >= engine.info_for(request.model).context_window
