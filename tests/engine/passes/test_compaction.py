@@ -26,6 +26,7 @@ from tinytitan.engine.passes.compaction import (
     drop_echoed_lines,
     encode_payload,
     is_repetition_loop,
+    keep_users_words,
     render_transcript,
     summary_preamble,
     trim_middle,
@@ -45,6 +46,7 @@ NOTE = (
     "Requirements:\n- ruff with line length 110\nDecisions:\n- ruff over black (slower)\nNext step:\n- run ruff check"
 )
 LOOP = "\n".join(["- the same line repeated again and again"] * 8)
+PLAIN = "Plain: ruff, line length 110."
 
 
 def _run(
@@ -175,9 +177,35 @@ def test_a_conversation_past_the_window_is_read_as_a_trimmed_transcript_and_says
 
 
 def test_an_instruction_replaces_the_handover_ask() -> None:
-    result, backend, _ = _run([_ask("Summarize as haiku", "a haiku")], instruction="Summarize as haiku.")
-    assert result.note == "a haiku"
+    result, backend, _ = _run([_ask("Summarize as haiku", "a haiku of 110")], instruction="Summarize as haiku.")
+    assert result.note == "a haiku of 110"
     assert backend.recorded[-1]["messages"][-1]["content"] == "Summarize as haiku."
+
+
+def test_what_the_user_said_about_themselves_and_their_work_is_kept() -> None:
+    """Issue 40.1: a three-turn chat's note dropped the user's name; a small model drops exactly the
+    names, numbers and files. What the note lost is quoted after it, as the user's own words."""
+    chat = (
+        Message("user", "Hi, I'm Priya. I maintain the payments service; the code is in payments/api.py."),
+        Message("assistant", "Nice to meet you, Priya! How can I help?"),
+        Message("user", "The refund endpoint returns HTTP 500 when the amount is 0. We ship version 2.4 on Friday."),
+        Message("assistant", "Done: the handler now returns 400 for amount 0."),
+    )
+    result, _, _ = _run([_ask(HANDOVER_ASK, "The refund handler was fixed; ship on Friday.")], messages=chat)
+    assert result.note == (
+        "The refund handler was fixed; ship on Friday.\n\n"
+        "The user's own words (the user said this, not the assistant):\n"
+        "- Hi, I'm Priya.\n"
+        "- I maintain the payments service; the code is in payments/api.py.\n"
+        "- The refund endpoint returns HTTP 500 when the amount is 0.\n"
+        "- We ship version 2.4 on Friday."
+    )
+    kept, _, _ = _run([_ask(HANDOVER_ASK, "Priya (payments/api.py): 500 on amount 0 fixed; ship 2.4.")], messages=chat)
+    assert kept.note == "Priya (payments/api.py): 500 on amount 0 fixed; ship 2.4."  # nothing lost, nothing added
+    assert (
+        keep_users_words("x", chat, 20)
+        == "x\n\nThe user's own words (the user said this, not the assistant):\n- Hi, I'm Priya."
+    )
 
 
 def test_a_note_that_ends_with_the_ask_loses_that_line() -> None:
@@ -196,20 +224,22 @@ def test_guard_drops_echoed_instruction_lines() -> None:
 
 def test_repetition_loop_is_retried_once_with_a_plain_instruction() -> None:
     assert is_repetition_loop(LOOP) and not is_repetition_loop(NOTE)
-    result, backend, _ = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary of the ruff change.")])
+    result, backend, _ = _run(
+        [_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Short plain summary: ruff, line length 110.")]
+    )
     assert (result.mode, result.note, result.passes) == (
         "model",
-        "Short plain summary of the ruff change.",
+        "Short plain summary: ruff, line length 110.",
         2,
     )
     assert len(backend.recorded) == 2
 
 
 def test_usage_sums_every_pass_the_stopped_one_too() -> None:
-    result, backend, seen = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, "Plain.")])
-    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    result, backend, seen = _run([_ask(HANDOVER_ASK, LOOP), _ask(RETRY_ASK, PLAIN)])
+    stopped = result.usage.completion_tokens - backend.count_text(PLAIN)
     assert 0 < stopped < backend.count_text(LOOP)  # stopped at its sixth line, not at its end
-    assert result.tokens == backend.count_text("Plain.") and result.discarded == 1
+    assert result.tokens == backend.count_text(PLAIN) and result.discarded == 1
     assert seen[-1].endswith(f"2 passes wrote {result.usage.completion_tokens} tokens, 1 discarded as loops")
 
 
@@ -223,9 +253,9 @@ def test_usage_sums_every_pass_the_stopped_one_too() -> None:
 )
 def test_a_pass_that_repeats_forever_is_stopped_while_it_generates(forever: str) -> None:
     """The first pass would write until its cap (2,048 tokens here); it stops within a few hundred."""
-    result, backend, seen = _run([_ask(HANDOVER_ASK, forever), _ask(RETRY_ASK, "Plain.")])
-    assert (result.note, result.passes, result.discarded) == ("Plain.", 2, 1)
-    stopped = result.usage.completion_tokens - backend.count_text("Plain.")
+    result, backend, seen = _run([_ask(HANDOVER_ASK, forever), _ask(RETRY_ASK, PLAIN)])
+    assert (result.note, result.passes, result.discarded) == (PLAIN, 2, 1)
+    stopped = result.usage.completion_tokens - backend.count_text(PLAIN)
     assert 0 < stopped <= 300
     assert any(f"compaction pass 1 was repeating itself: stopped after {stopped} tokens" in line for line in seen)
 

@@ -22,11 +22,10 @@ from litestar.response import ServerSentEvent
 
 from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
-from tinytitan.api.streaming import encode_stream
+from tinytitan.api.streaming import Continued, encode_stream
 from tinytitan.api.wire import UNSET, UnsetType
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
-from tinytitan.engine.events import Event
-from tinytitan.engine.job import Completion, Job
+from tinytitan.engine.job import Job
 from tinytitan.engine.passes.compaction import CompactionResult, compact
 from tinytitan.engine.passes.server_side import continue_after
 from tinytitan.engine.request import ChatRequest
@@ -53,31 +52,6 @@ async def apply_edits(
         tokens = await engine.prompt_tokens(chat) - await engine.prompt_tokens(cleared)
         applied.append(AppliedEdit(cleared_input_tokens=max(0, tokens), cleared_thinking_turns=turns))
     return cleared, ContextManagement(applied)
-
-
-class _Continued:
-    """The encoder, for the answer after the compaction block: the stream has already started."""
-
-    def __init__(self, encoder: MessagesStream) -> None:
-        self.encoder = encoder
-
-    def start(self) -> list[SSE]:
-        return []
-
-    def feed(self, event: Event) -> list[SSE]:
-        return self.encoder.feed(event)
-
-    def fail(self, exc: TinyTitanError) -> list[SSE]:
-        return self.encoder.fail(exc)
-
-    def end(self) -> list[SSE]:
-        return self.encoder.end()
-
-    def keepalive(self) -> SSE:
-        return self.encoder.keepalive()
-
-    def object(self, result: Completion) -> Message:
-        return self.encoder.object(result)
 
 
 class _Compacting:
@@ -117,7 +91,7 @@ class _Compacting:
             for frame in encoder.paused():
                 yield frame
             return
-        async for frame in encode_stream(self.job.events(), _Continued(encoder)):
+        async for frame in encode_stream(self.job.events(), Continued(encoder)):
             yield frame
 
     def close(self) -> None:

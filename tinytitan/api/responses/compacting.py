@@ -23,11 +23,10 @@ from litestar.response import ServerSentEvent
 
 from tinytitan.api.request_io import until_disconnect
 from tinytitan.api.sse import SSE, sse_response
-from tinytitan.api.streaming import encode_stream
+from tinytitan.api.streaming import Continued, encode_stream
 from tinytitan.api.wire import Tagged
 from tinytitan.engine.errors import GenerationFailed, InvalidRequest, TinyTitanError
-from tinytitan.engine.events import Event
-from tinytitan.engine.job import Completion, Job
+from tinytitan.engine.job import Job
 from tinytitan.engine.passes.compaction import compact
 from tinytitan.engine.passes.server_side import continue_after
 from tinytitan.engine.request import ChatRequest
@@ -73,31 +72,6 @@ def compaction_threshold(value: Any, window: int) -> int | None:
     return threshold
 
 
-class _Continued:
-    """The encoder, for the generation after the compaction: the stream has already started."""
-
-    def __init__(self, encoder: ResponsesStream) -> None:
-        self.encoder = encoder
-
-    def start(self) -> list[SSE]:
-        return []
-
-    def feed(self, event: Event) -> list[SSE]:
-        return self.encoder.feed(event)
-
-    def fail(self, exc: TinyTitanError) -> list[SSE]:
-        return self.encoder.fail(exc)
-
-    def end(self) -> list[SSE]:
-        return self.encoder.end()
-
-    def keepalive(self) -> SSE:
-        return self.encoder.keepalive()
-
-    def object(self, result: Completion) -> ResponseObject:
-        return self.encoder.object(result)
-
-
 @dataclass
 class CompactingTurn:
     """A turn that compacts ``chat`` first, then answers from the compacted window."""
@@ -131,7 +105,7 @@ class CompactingTurn:
         for frame in encoder.frames(events):
             yield frame
         if self.job is not None:
-            async for frame in encode_stream(self.job.events(), _Continued(encoder)):
+            async for frame in encode_stream(self.job.events(), Continued(encoder)):
                 yield frame
 
     def keepalive(self) -> SSE:

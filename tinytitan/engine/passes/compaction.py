@@ -18,7 +18,10 @@ memory never decorates it; with memory on, the turns were decorated and the cach
 Guards keep a bad pass out of the caller's history (``handover.py``): (1) lines echoing the
 instruction or the ask are dropped; (2) a repetition loop is a failed pass — checked while the pass
 generates, which stops the moment it loops; a failed (or empty) pass is retried once with a short
-plain ask; (3) still unusable → ``extractive``: the transcript trimmed to budget × 3 characters.
+plain ask; (3) still unusable → ``extractive``: the transcript trimmed to budget × 3 characters;
+(4) what the user said about themselves and their work — a sentence naming who they are, a path, a
+number — that the note lost is quoted after it, within what the budget has left (not when the caller's
+own ``instruction`` says what the note keeps).
 
 A note over the budget (measured with the backend's own tokenizer) goes through a compression pass
 (``compressed``); still over → the note itself is trimmed (``extractive``). ``tokens`` is what the
@@ -47,6 +50,7 @@ from tinytitan.engine.passes.handover import (
     compaction_budget,
     drop_echoed_lines,
     is_repetition_loop,
+    keep_users_words,
     render_transcript,
     require_messages,
     trim_middle,
@@ -76,6 +80,7 @@ __all__ = [
     "drop_echoed_lines",
     "encode_payload",
     "is_repetition_loop",
+    "keep_users_words",
     "render_transcript",
     "require_messages",
     "summary_preamble",
@@ -305,6 +310,10 @@ async def compact(
             else:
                 note, tokens = await worker.trim_to_budget(shorter or note)
                 mode = "extractive"
+    room = min(budget, (budget - tokens) * 3)  # characters: what the budget has left, ~3 a token
+    kept = keep_users_words(note, request.messages, room) if room > 0 and instruction is None else note
+    if kept != note:
+        note, tokens = kept, await worker.count(kept)
     model = engine.info_for(request.model).id
     first = worker.first_pass or Usage()
     log.info(

@@ -26,6 +26,7 @@ __all__ = [
     "compaction_budget",
     "drop_echoed_lines",
     "is_repetition_loop",
+    "keep_users_words",
     "render_transcript",
     "require_messages",
     "trim_middle",
@@ -44,7 +45,7 @@ Quote file paths, commands and identifiers exactly as they appear.
 Write only the note. Do not add anything that is not in the conversation."""
 HANDOVER_ASK = "Write the handover note for the session above now."
 
-RETRY_INSTRUCTION = "Summarize the conversation. Be brief and concrete; keep the user's names, numbers and file names."
+RETRY_INSTRUCTION = "Summarize the conversation. Be brief and concrete."
 RETRY_ASK = "Summarize the session above in a few plain sentences."
 
 COMPRESS_INSTRUCTION = """\
@@ -55,6 +56,16 @@ COMPRESS_ASK = "Rewrite the handover note above, shorter."
 
 _BULLET = re.compile(r"^[\s\-*•#>\d.)]+")
 _MIN_ECHO_CHARS = 8
+USERS_WORDS = "The user's own words (the user said this, not the assistant):"
+_TAGGED = re.compile(r"<([a-z_-]+)>.*?</\1>", re.DOTALL)  # <system-reminder>…, <environment_context>…
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")  # a dot inside a name (api.py, 2.4) ends nothing
+_FACT = re.compile(
+    r"(?:\b(?:I'm|I am|my name is|call me)\s+[A-Z][\w-]+)"  # who they are
+    r"|(?:[\w.-]*/[\w./-]+)|(?:\b[\w-]+\.[a-z]{1,5}\b)"  # paths, file names
+    r"|(?:\b\d[\d.,:]*\b)",  # numbers, versions, times
+    re.IGNORECASE,
+)
+_MAX_QUOTE = 300  # characters: a longer sentence is data, not something said about oneself
 
 
 def compaction_budget(context_window: int, requested: int | None, param: str = "max_compaction_tokens") -> int:
@@ -122,6 +133,32 @@ def drop_echoed_lines(note: str, *said: str) -> str:
     echoed = {line for line in echoed if len(line) >= _MIN_ECHO_CHARS}
     kept = [line for line in note.splitlines() if _norm(line) not in echoed]
     return "\n".join(kept).strip()
+
+
+def keep_users_words(note: str, messages: Sequence[Message], room: int) -> str:
+    """Guard 4: the note keeps what the user said about themselves and their work. Each sentence of
+    the user's own messages that names something — who they are, a path or file, a number — and
+    whose names the note lost is quoted after it, newest first within ``room`` characters (an
+    introduction first of all). A small model drops exactly these; the next session needs them."""
+    quotes: list[str] = []
+    for message in messages:
+        if message.role != "user" or message.server or not isinstance(message.content, str):
+            continue
+        for sentence in _SENTENCES.split(_TAGGED.sub(" ", message.content)):
+            sentence = " ".join(sentence.split())
+            facts = [m.group(0).split()[-1].rstrip(".,:;") for m in _FACT.finditer(sentence)]
+            if facts and len(sentence) <= _MAX_QUOTE and any(f not in note for f in facts):
+                quotes.append(sentence)
+    introductions = [q for q in quotes if re.search(r"\b(I'm|I am|my name is|call me)\b", q, re.IGNORECASE)]
+    kept: list[str] = []
+    for quote in dict.fromkeys([*introductions, *reversed(quotes)]):
+        if sum(len(k) + 3 for k in kept) + len(quote) > room:
+            break
+        kept.append(quote)
+    if not kept:
+        return note
+    ordered = [q for q in dict.fromkeys(quotes) if q in kept]
+    return note + "\n\n" + USERS_WORDS + "\n" + "\n".join(f"- {q}" for q in ordered)
 
 
 def is_repetition_loop(note: str) -> bool:
