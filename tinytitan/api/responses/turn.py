@@ -3,7 +3,9 @@
 ``start_turn`` maps the request and starts it: a generation on the engine (``GenerationTurn``), or —
 when the last input item is ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2) — a
 compaction of the conversation through ``tinytitan.engine.passes.compaction`` (a ``WholeTurn``), whose
-answer is exactly one ``compaction`` output item. Both are encoded by the same ``OutputBuilder``: a turn
+answer is exactly one ``compaction`` output item; with ``context_management`` past its threshold, a
+compaction and then the answer from the compacted window (``compacting.CompactingTurn``). All are
+encoded by the same ``OutputBuilder``: a turn
 gives its event stream (``stream``; the transport adds the keepalives ``keepalive`` makes), or its
 HTTP answer (``respond``). ``close`` frees what it holds, however the turn ended.
 """
