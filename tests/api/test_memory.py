@@ -312,6 +312,6 @@ def test_compaction_passes_get_no_memory_and_carry_the_workspace(serve: Serve, t
     (item,) = r.json()["output"]
     assert decode_payload(item["encrypted_content"])["summary"] == note
     assert len(recorded) == 1 and recorded[0]["tools"] == []
-    assert "memory" not in recorded[0]["system"].lower()
+    assert "memory" not in (recorded[0]["system"] or "").lower()
     assert [(s.workspace, s.internal) for s in seen] == [(str(workspace), True)]
     assert not [p for p in (tmp_path / "memory").rglob("*") if p.is_file()]  # no journal in any workspace

@@ -21,7 +21,7 @@ from tinytitan.chat.turn import TurnRunner
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.models.mlx import MlxBackend
 from tinytitan.engine.models.mlx.embedded import embedded_gguf
-from tinytitan.engine.passes.compaction import compact
+from tinytitan.engine.passes.compaction import compact, conversation
 from tinytitan.engine.request import Message
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -109,7 +109,7 @@ def test_compacting_a_short_conversation_stops_a_looping_pass_early(live: LiveSe
     seen: list[str] = []
     assert live.loop is not None
     result = asyncio.run_coroutine_threadsafe(
-        compact(live.engine, live.engine.info.id, GARDEN, progress=seen.append), live.loop
+        compact(live.engine, conversation(live.engine.info.id, GARDEN), progress=seen.append), live.loop
     ).result(timeout=1800)
     print("\n".join(seen))
     assert result.usage.completion_tokens < 2048  # the first pass alone used to write 2,048

@@ -36,8 +36,8 @@ def test_save_load_round_trip_and_compact_reads_it(tmp_path: Path) -> None:
     assert other.load(path) == "m"
     assert other.items == session.items and other.instructions == "be brief" and other.reasoning == "high"
     assert other.turns() == 2
-    messages, _notes, instructions = load_session(json.loads(path.read_text()))  # what `tinytitan compact` does
-    assert [m.role for m in messages] == ["user", "assistant", "user"] and instructions == "be brief"
+    chat, instructions = load_session(json.loads(path.read_text()))  # what `tinytitan compact` does
+    assert [m.role for m in chat.messages] == ["system", "user", "assistant", "user"] and instructions == "be brief"
 
 
 def test_load_takes_a_bare_item_list(tmp_path: Path) -> None:

@@ -73,6 +73,17 @@ def test_compact_prints_the_note(tmp_path: Path, session: Any) -> None:
     assert "compaction pass 1" in result.stderr
 
 
+def test_a_messages_session_that_ends_with_the_reply_compacts(tmp_path: Path) -> None:
+    """Issue 40.4: a saved Messages session normally ends with the assistant's reply, which the
+    Messages mapper refused as a prefill; a session is compacted with it."""
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "The table is in db/001.sql."}]}
+    messages: list[Any] = [*MESSAGES["messages"], reply]  # type: ignore[misc]
+    path, script = _files(tmp_path, {**MESSAGES, "messages": messages})
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE
+
+
 def test_compact_json_is_the_endpoint_object(tmp_path: Path) -> None:
     path, script = _files(tmp_path, RESPONSES)
     result = CliRunner().invoke(

@@ -157,3 +157,40 @@ def test_multi_turn_session_resends_history(stub: StartStub, claude: Claude) -> 
         ("user", "second question"),
     ]
     assert second["messages"][0] == first["messages"][0]
+
+
+SUMMARY_ASK = "Your task is to create a detailed summary of the conversation so far"
+AUTO_COMPACT = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "1"}
+
+
+def test_its_own_auto_compact_reads_the_session_from_the_prompt_cache(stub: StartStub, claude: Claude) -> None:
+    """Issue 40: past its auto-compact threshold (1 % of a 100,000-token window here) Claude Code sends
+    its summary request — the session as it stands, the summary ask as the last user turn — and the
+    server reads it as a continuation of the last turn's prompt; the summary then starts the session."""
+    summary = "<analysis>short</analysis>\n<summary>The user asked to remember the word PLOVER.</summary>"
+    server = stub(
+        {
+            "context_window": 100000,
+            "rules": [
+                {"when": {"user_contains": SUMMARY_ASK}, "reply": {"text": summary}},
+                {"reply": {"text": "noted"}},
+            ],
+        }
+    )
+    claude.ws.extra_env.update(AUTO_COMPACT)
+    runs = [
+        claude.run(server, prompt, *(["--continue"] if i else []), output_format="stream-json")
+        for i, prompt in enumerate(["remember PLOVER", "and now?", "what was the word?"])
+    ]
+    assert all(run.returncode == 0 for run in runs), runs[-1].describe()
+    assert any(e.get("subtype") == "compact_boundary" for e in runs[-1].json_lines()), runs[-1].describe()
+
+    requests = server.requests()
+    (at,) = [i for i, r in enumerate(requests) if SUMMARY_ASK in r["messages"][-1]["content"]][:1]
+    before, compaction, after = requests[at - 1], requests[at], requests[at + 1]
+    # the summary request is the last turn's conversation plus its reply and the ask: the same system
+    # text and tools, and a prompt that begins with the last turn's, which the prompt cache holds
+    assert compaction["system"] == before["system"] and compaction["tools"] == before["tools"]
+    assert compaction["prompt"].startswith(before["prompt"].removesuffix("<|im_start|>assistant\n"))
+    # the next turn starts from the summary
+    assert "PLOVER" in after["messages"][0]["content"] and len(after["messages"]) < len(compaction["messages"])

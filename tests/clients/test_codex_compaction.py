@@ -40,9 +40,13 @@ def test_codex_compacts_in_band_past_its_threshold(stub: StartStub, codex: Codex
 
     turn, compaction, after = server.requests()
     assert turn["messages"][-1]["content"] == "remember PLOVER" and "PLOVER" not in turn["system"]
-    # the trigger ran the compaction machinery: its handover pass over the first turn's transcript
-    assert compaction["system"] == HANDOVER_INSTRUCTION and compaction["tools"] == []
-    assert "remember PLOVER" in compaction["messages"][-1]["content"]
+    # the trigger ran the compaction machinery: its handover pass, the first turn read as the model read
+    # it (Codex's own system text and tools) with the ask as the next user turn — a prompt that begins
+    # with the first turn's, so the prompt cache serves it
+    assert compaction["system"] == turn["system"] and compaction["tools"] == turn["tools"]
+    assert compaction["messages"][-1]["content"] == f"{HANDOVER_INSTRUCTION}\n\n{HANDOVER_ASK}"
+    assert compaction["messages"][: len(turn["messages"])] == turn["messages"]
+    assert compaction["prompt"].startswith(turn["prompt"].removesuffix("<|im_start|>assistant\n"))
     # Codex took the one compaction item and sent it back: the note is in the next turn's system block
     assert after["system"].endswith(NOTE)
     assert after["messages"][-1]["content"] == "what was the word?"

@@ -61,8 +61,9 @@ def _convert(doc: dict[str, Any], wire_type: type[Any]) -> Any:
         raise InvalidRequest(f"malformed request: {exc}", code="invalid_json") from None
 
 
-def to_chat_request(doc: Any, api: Api, *, model: str) -> ChatRequest:
-    """Map ``doc`` with ``api``'s own mapper, for ``model``.
+def to_chat_request(doc: Any, api: Api, *, model: str, session: bool = False) -> ChatRequest:
+    """Map ``doc`` with ``api``'s own mapper, for ``model``; ``session``: a saved conversation (to
+    compact), which may end with the assistant's reply.
 
     A saved request is counted or compacted with the model the user gave, whatever model it named
     (a Claude Code capture names ``claude-*``; a request saved from a ``--model-id`` server names
@@ -82,7 +83,7 @@ def to_chat_request(doc: Any, api: Api, *, model: str) -> ChatRequest:
         from tinytitan.api.anthropic.mapping import to_chat_request as from_messages
         from tinytitan.api.anthropic.protocol import MessagesRequest
 
-        return from_messages(_convert(doc, MessagesRequest), count_only=True)
+        return from_messages(_convert(doc, MessagesRequest), count_only=True, session=session)
     from tinytitan.api.chat_completions.mapping import to_chat_request as from_chat
     from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 

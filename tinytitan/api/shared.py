@@ -45,14 +45,20 @@ def capabilities(info: ModelInfo) -> dict[str, Any]:
     execution); structured outputs enforced by a grammar; thinking when its template has a switch
     (``enabled`` maps its budget onto the model's levels, ``adaptive`` leaves the server default);
     ``output_config.effort`` is accepted but not acted on, so effort is not offered; context
-    management edits are accepted with nothing to do (thoughts sent back are never rendered)."""
+    management: server-side compaction (``compact_20260112``) and ``clear_thinking_20251015`` are
+    applied, ``clear_tool_uses_20250919`` is refused."""
     thinks = any(level != "off" for level in info.reasoning_levels)
     no = _supported(False)
     return {
         "batch": no,
         "citations": no,
         "code_execution": no,
-        "context_management": {"supported": False},
+        "context_management": {
+            "supported": True,
+            "clear_thinking_20251015": _supported(True),
+            "clear_tool_uses_20250919": no,
+            "compact_20260112": _supported(True),
+        },
         "effort": {"supported": False, "low": no, "medium": no, "high": no, "max": no},
         "image_input": no,
         "pdf_input": no,

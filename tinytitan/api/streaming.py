@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 from litestar import Request, Response
@@ -26,7 +26,7 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished
 from tinytitan.engine.job import Completion, Job
 
-__all__ = ["AnswerT", "Encoder", "answer", "encode_stream"]
+__all__ = ["AnswerT", "Continued", "Encoder", "answer", "encode_stream"]
 
 log = logging.getLogger("tinytitan.api")
 
@@ -62,6 +62,32 @@ class Encoder(Protocol[_Answer_co]):
     def object(self, result: Completion) -> _Answer_co:
         """The non-streaming answer (the protocol's ``wire`` struct)."""
         ...
+
+
+class Continued(Generic[AnswerT]):
+    """``encoder`` for events that continue a stream it has already started (the answer after a
+    server-side compaction): the same encoding, without a second ``start``."""
+
+    def __init__(self, encoder: Encoder[AnswerT]) -> None:
+        self.encoder = encoder
+
+    def start(self) -> list[SSE]:
+        return []
+
+    def feed(self, event: Event) -> list[SSE]:
+        return self.encoder.feed(event)
+
+    def fail(self, exc: TinyTitanError) -> list[SSE]:
+        return self.encoder.fail(exc)
+
+    def end(self) -> list[SSE]:
+        return self.encoder.end()
+
+    def keepalive(self) -> SSE | None:
+        return self.encoder.keepalive()
+
+    def object(self, result: Completion) -> AnswerT:
+        return self.encoder.object(result)
 
 
 async def encode_stream(events: AsyncGenerator[Event, None], encoder: Encoder[Any]) -> AsyncGenerator[SSE, None]:

@@ -136,15 +136,18 @@ def _load(chat: ChatApp, arg: str) -> None:
 
 
 def _compact(chat: ChatApp, _arg: str) -> None:
+    from tinytitan.chat.tools import tool_specs
     from tinytitan.engine.errors import InvalidRequest
-    from tinytitan.engine.passes.compaction import decode_payload
+    from tinytitan.engine.passes.payload import decode_payload
 
     if not chat.session.items:
         chat.say("nothing to compact yet", style="dim")
         return
     before = len(chat.session.items)
+    # the session as its turns send it (instructions, reasoning, tools): the server's prompt cache holds it
+    body = chat.session.body(tool_specs() if chat.runner.confirm is not None else None)
     with chat.working("compacting"):
-        result = chat.target.client.compact({"model": chat.session.model, "input": chat.session.items})
+        result = chat.target.client.compact(body)
     output = [i for i in result.get("output") or [] if isinstance(i, dict)]
     item = next((i for i in output if i.get("type") == "compaction"), None)
     if item is None:
@@ -153,12 +156,13 @@ def _compact(chat: ChatApp, _arg: str) -> None:
         note = decode_payload(item.get("encrypted_content"))
     except InvalidRequest as exc:
         raise ChatError(f"the server's compaction note is unreadable: {exc.message}") from None
-    chat.session.items[:] = output
+    chat.session.items[:] = [item]  # the instructions go with every turn already
     usage = result.get("usage") or {}
+    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens", "?")
     chat.say(
         f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters "
-        f"({note.get('mode')}); its passes read {usage.get('input_tokens', '?')} tokens and wrote "
-        f"{usage.get('output_tokens', '?')}, discarded passes included",
+        f"({note.get('mode')}); its passes read {usage.get('input_tokens', '?')} tokens ({cached} from the "
+        f"prompt cache) and wrote {usage.get('output_tokens', '?')}, discarded passes included",
         style="dim",
     )
 

@@ -1,9 +1,11 @@
 """``tinytitan compact SESSION.json``: compact a saved session offline, with the server's own code.
 
 The session may be a Responses ``input`` array (or an object with ``input``), a Chat ``messages``
-array (or an object with ``messages``), or an Anthropic Messages request. It is mapped to neutral
-messages and handed to ``tinytitan.engine.passes.compaction.compact`` — the same function behind
-``POST /v1/responses/compact`` — over a backend built exactly as ``serve`` builds it.
+array (or an object with ``messages``), or an Anthropic Messages request. It is mapped by its
+protocol's own mapper (guidance, tools, messages) and handed to
+``tinytitan.engine.passes.compaction.compact`` — the same function behind ``POST /v1/responses/compact``
+— over a backend built exactly as ``serve`` builds it. A fresh process has no warm prompt cache: the
+whole session is prefilled once (the pass reads it as a continuation all the same).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tinytitan.cli.options import ModelFlags, with_model_flags
 
 if TYPE_CHECKING:
     from tinytitan.engine.errors import TinyTitanError
-    from tinytitan.engine.request import Message
+    from tinytitan.engine.request import ChatRequest
 
 __all__ = ["SessionError", "compact", "load_session"]
 
@@ -37,27 +39,21 @@ def _named(exc: TinyTitanError) -> str:
     return f"{exc.message} (at {exc.param})" if exc.param else exc.message
 
 
-def load_session(doc: Any) -> tuple[list[Message], list[str], str | None]:
-    """Messages, decoded compaction notes and instructions from any of the three session shapes.
+def load_session(doc: Any) -> tuple[ChatRequest, str | None]:
+    """The conversation (guidance, tools, messages, as the protocol's own mapper reads it) and the
+    instructions of any of the three session shapes; the model is the one ``compact`` runs.
 
-    Responses input keeps its compaction notes apart (the transcript shows them as earlier
-    summaries); Chat and Messages sessions go through their protocol's own mapper.
-    """
+    A saved session normally ends with the assistant's reply, which a request could not: the
+    Messages mapper takes it here (``session=True``) instead of refusing it as a prefill."""
     from tinytitan.api.offline import detect_api, to_chat_request
-    from tinytitan.api.responses.mapping import map_input
-    from tinytitan.engine.request import Message
 
     if not isinstance(doc, dict | list):
         raise SessionError("a session is a JSON array of items / messages, or an object holding one")
     if isinstance(doc, dict) and "input" not in doc and not isinstance(doc.get("messages"), list):
         raise SessionError("a session object needs 'input' (Responses) or 'messages' (Chat / Messages)")
     instructions = doc.get("instructions") if isinstance(doc, dict) else None
-    api = detect_api(doc)
-    if api == "responses":
-        mapped = map_input(doc["input"] if isinstance(doc, dict) else doc, resolve=lambda _id: None)
-        guidance = [Message("system", g) for g in mapped.guidance]
-        return guidance + mapped.messages, mapped.notes, instructions if isinstance(instructions, str) else None
-    return list(to_chat_request(doc, api, model="session").messages), [], None
+    chat = to_chat_request(doc, detect_api(doc), model="session", session=True)
+    return chat, instructions if isinstance(instructions, str) else None
 
 
 @with_model_flags(reasoning=False)
@@ -83,6 +79,7 @@ def compact(
 ) -> None:
     """Compact a saved session into a handover note, offline, with the server's own compaction."""
     import asyncio
+    from dataclasses import replace
 
     import msgspec
 
@@ -95,7 +92,7 @@ def compact(
     try:
         settings = flags.settings(queue_limit=1)
         text = sys.stdin.read() if session == "-" else Path(session).read_text(encoding="utf-8")
-        messages, notes, found_instructions = load_session(json.loads(text))
+        session_request, found_instructions = load_session(json.loads(text))
     except OSError as exc:
         raise _fail(f"cannot read {session}: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSON errors and SessionError
@@ -103,7 +100,7 @@ def compact(
     except InvalidRequest as exc:
         raise _fail(f"{session} is not a usable session: {_named(exc)}") from None
     try:
-        with tool_notes_held():  # a compaction sends no tools: a model without them is no news here
+        with tool_notes_held():  # a model without tool calls leaves the session's tools out, as serve does
             engine = build_engine(settings)
     except (OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
@@ -113,7 +110,9 @@ def compact(
 
     try:
         result = asyncio.run(
-            run_compaction(engine, engine.info.id, messages, notes=notes, max_tokens=max_tokens, progress=progress)
+            run_compaction(
+                engine, replace(session_request, model=engine.info.id), max_tokens=max_tokens, progress=progress
+            )
         )
     except TinyTitanError as exc:  # e.g. an image part the transcript cannot hold, named where it is
         raise _fail(_named(exc)) from None

@@ -186,6 +186,13 @@ class Engine:
         """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""
         return await asyncio.wrap_future(self.cpu.submit(fn, *args))
 
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        """The rendered prompt's tokens, whether or not the window holds them (a server-side
+        compaction's trigger reads it: a prompt past the window is one to compact, not to refuse)."""
+        validated = self._validated(request)
+        backend = await self.model_backend(validated.model_id)
+        return (await self.on_cpu(backend.render, validated)).n_tokens
+
     async def count_tokens(self, request: ChatRequest) -> int:
         if not (await self.model_backend(self.route(request.model)[0])).has_tokenizer:
             raise Unsupported("this backend has no tokenizer")

@@ -9,7 +9,8 @@ and raises ``AssertionError`` naming the first frame that breaks a rule:
   ``message_delta`` — or with an ``error`` event; ``ping`` may come anywhere in between;
 - content blocks open at the next ``index`` (0, 1, …), one at a time; deltas name the open block and
   fit its kind (``text_delta`` a text block, ``thinking_delta`` / ``signature_delta`` a thinking
-  block, ``input_json_delta`` a tool_use block); each block stops once, before ``message_delta``.
+  block, ``input_json_delta`` a tool_use block, ONE ``compaction_delta`` a compaction block); each
+  block stops once, before ``message_delta``.
 
 It returns the pairs it was given, so a test can read on: ``events = check_messages_stream(sse.events(body))``.
 """
@@ -28,6 +29,7 @@ _DELTAS = {
     "text": ("text_delta", "citations_delta"),
     "thinking": ("thinking_delta", "signature_delta"),
     "tool_use": ("input_json_delta",),
+    "compaction": ("compaction_delta",),
 }
 
 
@@ -56,6 +58,7 @@ def check_messages_stream(events: list[tuple[str, dict[str, Any]]]) -> list[tupl
             assert open_index is not None and data["index"] == open_index, f"{where}: block {data['index']} not open"
             block, delta = blocks[open_index], data["delta"]["type"]
             assert delta in _DELTAS.get(block, ()), f"{where}: a {delta} in a {block} block"
+            assert block != "compaction" or kinds[n - 1] == "content_block_start", f"{where}: a second compaction_delta"
         elif kind == "content_block_stop":
             assert data["index"] == open_index, f"{where}: block {data['index']} is not open"
             open_index = None

@@ -41,10 +41,15 @@ def test_compact_returns_instructions_and_one_compaction_item(serve: Any) -> Non
         assert first.type == "message" and first.role == "developer" and first.content[0].text == "Be helpful."
         assert item.type == "compaction" and item.id.startswith("cmp_") and item.created_by == "tinytitan"
         body = json.loads(base64.b64decode(item.encrypted_content))
-        assert sorted(body) == ["createdAt", "mode", "model", "summary", "v"]
+        assert sorted(body) == ["createdAt", "mode", "model", "read", "summary", "v"]
         assert (body["mode"], body["model"], body["summary"], body["v"]) == ("model", MODEL, NOTE, 1)
+        assert body["read"] == "continuation"
         assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
-        assert len(server.recorded) == 1 and "base prompt" not in server.recorded[0]["messages"][0]["content"]
+        # the conversation as the model reads it on a turn: the instructions and guidance lead, the ask follows
+        (compaction,) = server.recorded
+        assert compaction["system"] == "Be helpful.\n\nbase prompt"
+        assert [m["content"] for m in compaction["messages"][:-1]] == ["Store users somewhere simple.", "Using sqlite."]
+        assert compaction["messages"][-1]["content"].endswith(HANDOVER_ASK)
 
         # sent back as the base input of the next response: the note joins the system block
         follow = client.responses.create(
@@ -59,6 +64,23 @@ def test_compact_returns_instructions_and_one_compaction_item(serve: Any) -> Non
         # a compaction continues a stored response too
         again = client.responses.compact(model=MODEL, previous_response_id=follow.id)
         assert again.output[-1].type == "compaction" and len(again.output) == 1
+
+
+def test_compact_reads_the_session_as_its_turns_did_so_the_prompt_cache_serves_it(serve: Any) -> None:
+    """Issue 40.1: the tools, reasoning and instructions a session's turns sent come with the compact
+    call (as Codex sends them), so its prompt begins with the last turn's prompt, token for token."""
+    tools = [{"type": "function", "name": "exec", "parameters": {"type": "object", "properties": {}}}]
+    session = {"model": MODEL, "instructions": "Be helpful.", "tools": tools, "reasoning": {"effort": "high"}}
+    with serve(_script()) as server:
+        turn = httpx.post(server.v1 + "/responses", json={**session, "input": INPUT, "store": False}, timeout=30)
+        reply = turn.json()["output"]
+        done = httpx.post(server.v1 + "/responses/compact", json={**session, "input": [*INPUT, *reply]}, timeout=30)
+        assert done.status_code == 200, done.text
+        first, compaction = server.recorded
+        assert compaction["tools"] == first["tools"] and compaction["system"] == first["system"]
+        assert compaction["prompt"].startswith(first["prompt"].removesuffix("<|im_start|>assistant\n"))
+        usage = done.json()["usage"]
+        assert usage["input_tokens_details"]["cached_tokens"] > 0
 
 
 def test_the_compaction_object_is_valid_against_the_schema(server: Any) -> None:
@@ -105,8 +127,8 @@ def test_the_fast_alias_keeps_the_servers_own_text(serve: Any) -> None:
         done = httpx.post(server.v1 + "/responses/compact", json={"model": MODEL + "-fast", "input": INPUT}, timeout=30)
         assert done.status_code == 200, done.text
         (compaction,) = [r for r in server.recorded if r["strip_cli"]]
-        assert compaction["system"] == HANDOVER_INSTRUCTION.strip()
-        assert compaction["tools"] == [] and "base prompt" not in compaction["system"]
+        assert compaction["messages"][-1]["content"] == f"{HANDOVER_INSTRUCTION}\n\n{HANDOVER_ASK}"
+        assert compaction["tools"] == [] and "base prompt" not in (compaction["system"] or "")
 
         item = done.json()["output"][-1]
         follow = [*INPUT, item, {"type": "message", "role": "user", "content": "go on"}]

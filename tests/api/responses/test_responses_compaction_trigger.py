@@ -34,7 +34,7 @@ CONVERSATION: list[dict[str, Any]] = [
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveServer]:
     rules: list[dict[str, Any]] = [
-        {"when": {"user_contains": "explode"}, "reply": {"text": "one two three", "fail_after_events": 1}},
+        {"when": {"user_contains": HANDOVER_ASK, "has_tools": True}, "reply": {"text": "1 2", "fail_after_events": 1}},
         {"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": NOTE, "prefill_ms": 700}},
         {"reply": {"text": "continuing"}},
     ]
@@ -60,10 +60,12 @@ def test_a_streamed_trigger_answers_with_exactly_one_compaction_item(live: LiveS
     assert [item["type"] for item in done] == ["compaction"] and final["output"] == done
     assert summary(done[0]) == NOTE and final["status"] == "completed"
     assert final["usage"]["input_tokens"] > 0 and final["usage"]["output_tokens"] > 0
-    # the compaction machinery ran (its handover pass), and nothing else
+    # the compaction machinery ran (its handover pass, the conversation read as the model read it), nothing else
     (compaction_pass,) = live.recorded[before:]
-    assert compaction_pass["system"] == HANDOVER_INSTRUCTION
-    assert "Store users somewhere simple." in compaction_pass["messages"][-1]["content"]
+    assert compaction_pass["system"] == "base prompt"
+    *session, ask = compaction_pass["messages"]
+    assert [m["content"] for m in session] == ["Store users somewhere simple.", "Using sqlite."]
+    assert ask == {**ask, "role": "user", "content": f"{HANDOVER_INSTRUCTION}\n\n{HANDOVER_ASK}"}
     # the pass waited 0.7 s for its first token: the stream kept itself alive meanwhile
     assert [e["type"] for e in events].count("response.in_progress") >= 3
 
@@ -106,10 +108,22 @@ def test_over_the_websocket_the_compacted_response_is_the_new_base(live: LiveSer
 
 
 def test_a_compaction_that_fails_ends_with_response_failed(live: LiveServer) -> None:
-    conversation = [{"role": "user", "content": "explode"}]
-    events = post_stream(live, {"input": [*conversation, TRIGGER]})
+    tools = [{"type": "function", "name": "explode", "parameters": {"type": "object", "properties": {}}}]
+    events = post_stream(live, {"input": [*CONVERSATION, TRIGGER], "tools": tools})
     final = check_stream(events)
     assert final["status"] == "failed" and final["error"]["code"] == "server_error"
+
+
+def test_a_warm_up_that_ends_with_a_trigger_runs_no_model_pass(live: LiveServer) -> None:
+    """Issue 40.4: ``generate: false`` checks and remembers the conversation; nothing runs."""
+    before = len(live.recorded)
+    with open_socket(live.url) as ws:
+        warm = check_stream(ws.run(model=STUB_MODEL, input=[*CONVERSATION, TRIGGER], generate=False, store=False))
+        assert warm["status"] == "completed" and warm["output"] == []
+        after = check_stream(ws.run(model=STUB_MODEL, previous_response_id=warm["id"], input="next?"))
+    assert after["output"][-1]["content"][0]["text"] == "continuing"
+    (turn,) = live.recorded[before:]  # the turn after the warm-up is the only model pass
+    assert [m["content"] for m in turn["messages"]] == ["Store users somewhere simple.", "Using sqlite.", "next?"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from typing import Any
 
 from tinytitan.api.errors import anthropic_error
 from tinytitan.api.sse import SSE
+from tinytitan.api.wire import UNSET, UnsetType
 from tinytitan.engine.errors import TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
 from tinytitan.engine.job import Completion
@@ -18,13 +19,18 @@ from tinytitan.engine.request import new_id
 
 from .wire import (
     BlockDelta,
+    CompactionBlock,
+    CompactionDelta,
+    CompactionIteration,
     ContentBlock,
     ContentBlockDelta,
     ContentBlockStart,
     ContentBlockStop,
+    ContextManagement,
     InputJsonDelta,
     Message,
     MessageDelta,
+    MessageIteration,
     MessageStart,
     MessageStop,
     MessagesUsage,
@@ -41,6 +47,7 @@ from .wire import TextDelta as TextDeltaWire
 __all__ = [
     "MessagesStream",
     "message_object",
+    "paused_object",
     "stop_reason",
     "tool_use_id",
     "usage_object",
@@ -55,12 +62,22 @@ def tool_use_id(call: ToolCall) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 
-def usage_object(usage: Usage) -> MessagesUsage:
-    return MessagesUsage(
+def usage_object(usage: Usage, compaction: Usage | None = None, *, answered: bool = True) -> MessagesUsage:
+    """``usage`` in Anthropic's terms; after a server-side compaction, ``iterations`` too: the compaction's
+    passes, then the answer (none when paused) — the top-level fields count the answer alone, as the API's."""
+    out = MessagesUsage(
         input_tokens=usage.prompt_tokens - usage.cached_tokens,
         cache_read_input_tokens=usage.cached_tokens,
         output_tokens=usage.completion_tokens,
     )
+    if compaction is not None:
+        passes = usage_object(compaction)
+        out.iterations = [
+            CompactionIteration(passes.input_tokens, passes.output_tokens, 0, passes.cache_read_input_tokens)
+        ]
+        if answered:
+            out.iterations.append(MessageIteration(out.input_tokens, out.output_tokens, 0, out.cache_read_input_tokens))
+    return out
 
 
 def stop_reason(finished: Finished, has_calls: bool, window_room: int | None = None) -> tuple[str, str | None]:
@@ -92,9 +109,16 @@ def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> ToolUseBlock:
 
 
 def message_object(
-    result: Completion, model: str, *, message_id: str | None = None, window_room: int | None = None
+    result: Completion,
+    model: str,
+    *,
+    message_id: str | None = None,
+    window_room: int | None = None,
+    compaction: tuple[str, Usage] | None = None,
+    context: ContextManagement | UnsetType = UNSET,
 ) -> Message:
-    content: list[ContentBlock] = []
+    """The answer object; ``compaction``: the note and the cost of a server-side compaction before it."""
+    content: list[ContentBlock] = [CompactionBlock(compaction[0])] if compaction else []
     if result.reasoning:
         content.append(ThinkingBlock(result.reasoning))
     if result.text or not result.tool_calls:
@@ -107,7 +131,28 @@ def message_object(
         content=content,
         stop_reason=reason,
         stop_sequence=sequence,
-        usage=usage_object(result.finished.usage),
+        usage=usage_object(result.finished.usage, compaction[1] if compaction else None),
+        context_management=context,
+    )
+
+
+def paused_object(
+    note: str,
+    spent: Usage,
+    model: str,
+    *,
+    message_id: str | None = None,
+    context: ContextManagement | UnsetType = UNSET,
+) -> Message:
+    """A compaction paused after its block (``pause_after_compaction``): ``stop_reason: "compaction"``."""
+    return Message(
+        id=message_id or new_id("msg_"),
+        model=model,
+        content=[CompactionBlock(note)],
+        stop_reason="compaction",
+        stop_sequence=None,
+        usage=usage_object(Usage(), spent, answered=False),
+        context_management=context,
     )
 
 
@@ -157,16 +202,27 @@ def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
 
 
 class MessagesStream:
-    """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``."""
+    """message_start → content blocks → message_delta → message_stop; a failure → ``event: error``.
+
+    After a server-side compaction (``compacted``) the stream's first block is the ``compaction``
+    block — its note whole in one ``compaction_delta`` — and the usage carries its ``iterations``."""
 
     def __init__(
-        self, model: str, *, request_id: str, message_id: str | None = None, window_room: int | None = None
+        self,
+        model: str,
+        *,
+        request_id: str,
+        message_id: str | None = None,
+        window_room: int | None = None,
+        context: ContextManagement | UnsetType = UNSET,
     ) -> None:
         self.model = model
         self.window_room = window_room  # see ``stop_reason``
         self.request_id = request_id
         self.message_id = message_id or new_id("msg_")
+        self.context = context  # what the request's context_management edits did, when it had any
         self.blocks = _Blocks()
+        self.compaction: tuple[str, Usage] | None = None
 
     def start(self) -> list[SSE]:
         start = Message(
@@ -179,6 +235,20 @@ class MessagesStream:
         )
         return [SSE(MessageStart(start), event="message_start")]
 
+    def compacted(self, note: str, spent: Usage) -> list[SSE]:
+        """The compaction block, whole: start (no content yet), one ``compaction_delta``, stop."""
+        self.compaction = (note, spent)
+        out = self.blocks.start(CompactionBlock())
+        out.append(self.blocks.delta(CompactionDelta(note)))
+        return out + self.blocks.stop()
+
+    def paused(self) -> list[SSE]:
+        """The end of a stream paused after its compaction block."""
+        assert self.compaction is not None
+        usage = usage_object(Usage(), self.compaction[1], answered=False)
+        delta = MessageDelta(StopDelta("compaction", None), usage, self.context)
+        return [SSE(delta, event="message_delta"), SSE(MessageStop(), event="message_stop")]
+
     def feed(self, event: Event) -> list[SSE]:
         blocks = self.blocks
         out = _event_items(event, blocks)
@@ -189,7 +259,8 @@ class MessagesStream:
         if not has_calls and TextBlock not in blocks.kinds:  # the object always has a text block then
             out += blocks.start(TextBlock()) + blocks.stop()
         delta = StopDelta(*stop_reason(event, has_calls, self.window_room))
-        out.append(SSE(MessageDelta(delta, usage_object(event.usage)), event="message_delta"))
+        usage = usage_object(event.usage, self.compaction[1] if self.compaction else None)
+        out.append(SSE(MessageDelta(delta, usage, self.context), event="message_delta"))
         out.append(SSE(MessageStop(), event="message_stop"))
         return out
 
@@ -203,4 +274,11 @@ class MessagesStream:
         return SSE(Ping(), event="ping")
 
     def object(self, result: Completion) -> Message:
-        return message_object(result, self.model, message_id=self.message_id, window_room=self.window_room)
+        return message_object(
+            result,
+            self.model,
+            message_id=self.message_id,
+            window_room=self.window_room,
+            compaction=self.compaction,
+            context=self.context,
+        )

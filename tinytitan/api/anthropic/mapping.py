@@ -18,6 +18,7 @@ from typing import TypeVar
 from tinytitan.api.shapes import format_request, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
+from tinytitan.engine.passes.server_side import note_turn
 from tinytitan.engine.request import (
     ChatRequest,
     Message,
@@ -33,7 +34,7 @@ from .protocol import ToolChoice as WireToolChoice
 __all__ = ["to_chat_request"]
 
 _BILLING = re.compile(r"^\s*x-anthropic-billing-header:[^\n]*\n?")
-_SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
+_SKIPPED_BLOCKS = ("thinking", "redacted_thinking", "compaction")  # compaction: a null one (a no-op)
 
 
 def _unsupported(kind: str, param: str) -> InvalidRequest:
@@ -152,17 +153,44 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
     previous = turns[-1] if turns else None
     if message.role == "user" and previous is not None and previous.role == "user":
         texts = (previous.content, message.content)
-        turns[-1] = Message("user", "\n\n".join(t for t in texts if isinstance(t, str) and t), source=previous.source)
+        merged = "\n\n".join(t for t in texts if isinstance(t, str) and t)
+        turns[-1] = Message("user", merged, source=previous.source, server=previous.server)
     else:
         turns.append(message)
 
 
-def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...]:
+def _compaction_cut(wire: list[InputMessage]) -> tuple[int, int, str] | None:
+    """Where the last compaction block with a summary sits (message, block) and its summary: it
+    replaces everything before it. A block whose content is null (a failed compaction) is a no-op."""
+    cut: tuple[int, int, str] | None = None
+    for i, message in enumerate(wire):
+        for j, block in enumerate(message.content if isinstance(message.content, list) else ()):
+            if block.type != "compaction":
+                continue
+            where = f"messages[{i}].content[{j}]"
+            if message.role != "assistant":
+                raise InvalidRequest(
+                    "compaction blocks are only allowed in assistant messages", param=where, code="invalid_message"
+                )
+            if block.content is None:
+                continue
+            if not isinstance(block.content, str) or not block.content.strip():
+                raise InvalidRequest(
+                    "a compaction block's content must be a non-empty string, or null", param=f"{where}.content"
+                )
+            cut = (i, j, block.content)
+    return cut
+
+
+def _messages(wire: list[InputMessage], system: list[str], *, session: bool = False) -> tuple[Message, ...]:
+    cut = _compaction_cut(wire)
     conversation = [i for i, m in enumerate(wire) if m.role != "system"]
-    if conversation and wire[conversation[-1]].role == "assistant":
+    last = conversation[-1] if conversation else None
+    ends_at_the_cut = cut is not None and last == cut[0] and len(wire[last].content) == cut[1] + 1
+    if last is not None and wire[last].role == "assistant" and not session and not ends_at_the_cut:
         raise InvalidRequest(
             "a trailing assistant message (prefill) is not supported",
-            param=f"messages[{conversation[-1]}]",
+            param=f"messages[{last}]",
             code="invalid_message",
         )
     guidance = list(system)
@@ -173,10 +201,17 @@ def _messages(wire: list[InputMessage], system: list[str]) -> tuple[Message, ...
         blocks = [ContentBlock("text", text=content)] if isinstance(content, str) else content
         if message.role == "system":  # Claude Code's mid-conversation guidance joins the system block
             guidance.extend(_system_texts(message.content, f"{where}.content"))
+        elif cut is not None and i < cut[0]:
+            continue  # the compaction block stands for it
         elif message.role == "user":
             for mapped in _user_messages(blocks, where):
                 _append_merging_users(turns, mapped)
         elif message.role == "assistant":
+            if cut is not None and i == cut[0]:  # the note, as the user turn the rest continues from
+                turns.append(note_turn(cut[2], Source(f"{where}.content[{cut[1]}]")))
+                blocks = blocks[cut[1] + 1 :]
+                if not blocks:
+                    continue
             turns.append(_assistant_message(blocks, where))
         else:
             raise InvalidRequest(
@@ -267,8 +302,10 @@ def to_chat_request(
     count_only: bool = False,
     request_id: str | None = None,
     workspace: str | None = None,
+    session: bool = False,
 ) -> ChatRequest:
-    """Map a Messages request. ``count_only`` (count_tokens) does not require ``max_tokens``."""
+    """Map a Messages request. ``count_only`` (count_tokens) does not require ``max_tokens``;
+    ``session``: a saved conversation (``tinytitan compact``), whose last message may be the reply."""
     if not wire.model:
         raise InvalidRequest("Field required", param="model")
     if wire.messages is None:
@@ -281,7 +318,7 @@ def to_chat_request(
         cap = min(cap, context_window)  # the validator clamps the same way; the budget rule sees it now
     return ChatRequest(
         model=wire.model,
-        messages=_messages(wire.messages, _system_texts(wire.system)),
+        messages=_messages(wire.messages, _system_texts(wire.system), session=session),
         tools=_tools(wire),
         tool_choice=_tool_choice(wire.tool_choice),
         sampling=sampling_of(wire),

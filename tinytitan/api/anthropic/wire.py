@@ -8,18 +8,25 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from tinytitan.api.wire import Answer, AnthropicError, Tagged
+from tinytitan.api.wire import UNSET, Answer, AnthropicError, Tagged, UnsetType
 
 __all__ = [
     "STREAM_EVENTS",
+    "AppliedEdit",
     "BlockDelta",
+    "CompactionBlock",
+    "CompactionDelta",
+    "CompactionIteration",
     "ContentBlock",
     "ContentBlockDelta",
     "ContentBlockStart",
     "ContentBlockStop",
+    "ContextManagement",
     "InputJsonDelta",
+    "IterationUsage",
     "Message",
     "MessageDelta",
+    "MessageIteration",
     "MessageStart",
     "MessageStop",
     "MessagesUsage",
@@ -31,6 +38,7 @@ __all__ = [
     "ThinkingBlock",
     "ThinkingDelta",
     "TokenCount",
+    "TokenCountContext",
     "ToolUseBlock",
 ]
 
@@ -50,7 +58,31 @@ class ThinkingBlock(Tagged, tag="thinking"):
     signature: str = ""
 
 
-ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock
+class CompactionBlock(Tagged, tag="compaction"):
+    """A server-side compaction's note (``compact_20260112``): sent back, it replaces what came before it.
+    ``None`` at ``content_block_start``; the one ``compaction_delta`` carries it whole."""
+
+    content: str | None = None
+
+
+ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock | CompactionBlock
+
+
+class IterationUsage(Tagged):
+    """One sampling iteration's usage: ``compaction`` (its passes) or ``message`` (the answer)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+class CompactionIteration(IterationUsage, tag="compaction"):
+    pass
+
+
+class MessageIteration(IterationUsage, tag="message"):
+    pass
 
 
 class MessagesUsage(Answer):
@@ -58,6 +90,24 @@ class MessagesUsage(Answer):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     output_tokens: int = 0
+    iterations: list[CompactionIteration | MessageIteration] | UnsetType = UNSET  # a compaction's answer
+
+
+class AppliedEdit(Tagged, tag="clear_thinking_20251015"):
+    """A ``clear_thinking_20251015`` edit that cleared thoughts."""
+
+    cleared_input_tokens: int
+    cleared_thinking_turns: int
+
+
+class ContextManagement(Answer):
+    """What the request's ``context_management`` edits did (sent when the request had any)."""
+
+    applied_edits: list[AppliedEdit]
+
+
+class TokenCountContext(Answer):
+    original_input_tokens: int
 
 
 class Message(Tagged, tag="message", kw_only=True):
@@ -68,12 +118,14 @@ class Message(Tagged, tag="message", kw_only=True):
     stop_reason: str | None
     stop_sequence: str | None
     usage: MessagesUsage
+    context_management: ContextManagement | UnsetType = UNSET
 
 
 class TokenCount(Answer):
     """``POST /v1/messages/count_tokens``'s answer."""
 
     input_tokens: int
+    context_management: TokenCountContext | UnsetType = UNSET
 
 
 # -- the event stream ----------------------------------------------------------------------------
@@ -95,7 +147,13 @@ class InputJsonDelta(Tagged, tag="input_json_delta"):
     partial_json: str
 
 
-BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta
+class CompactionDelta(Tagged, tag="compaction_delta"):
+    """The whole note of a compaction block, in one delta."""
+
+    content: str
+
+
+BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta | CompactionDelta
 
 
 class MessageStart(Tagged, tag="message_start"):
@@ -124,6 +182,7 @@ class StopDelta(Answer):
 class MessageDelta(Tagged, tag="message_delta"):
     delta: StopDelta
     usage: MessagesUsage
+    context_management: ContextManagement | UnsetType = UNSET
 
 
 class MessageStop(Tagged, tag="message_stop"):

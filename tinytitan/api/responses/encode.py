@@ -100,6 +100,7 @@ class OutputBuilder:
         self.sequence = 0
         self._open: int | None = None  # the index of the reasoning or message item being written
         self._buffer: list[str] = []
+        self.spent = Usage()  # work before the generation (a server-side compaction): joins its usage
 
     def _seq(self) -> int:
         self.sequence += 1
@@ -281,17 +282,19 @@ class OutputBuilder:
         response.status = "incomplete" if incomplete else "completed"
         response.completed_at = int(time.time())
         response.incomplete_details = IncompleteDetails("max_output_tokens") if incomplete else None
-        response.usage = usage_object(finished.usage)
+        response.usage = usage_object(finished.usage + self.spent)
         end = ResponseIncomplete if incomplete else ResponseCompleted
         return [*events, end(sequence_number=self._seq(), response=self._snapshot())]
+
+    def whole(self, item: OutputItem) -> list[Tagged]:
+        """An item that comes whole (a compaction item): ``output_item.added`` and ``.done`` at once."""
+        index, added = self._added(item)
+        return [added, self._done(index, item)]
 
     def completed(self, items: list[OutputItem], usage: Usage) -> list[Tagged]:
         """The end of a turn that generated nothing token by token: each whole item (a compaction
         turn's one ``compaction`` item; none for a WebSocket warm-up), then ``response.completed``."""
-        events: list[Tagged] = []
-        for item in items:
-            index, added = self._added(item)
-            events += [added, self._done(index, item)]
+        events: list[Tagged] = [event for item in items for event in self.whole(item)]
         self.response.status = "completed"
         self.response.completed_at = int(time.time())
         self.response.usage = usage_object(usage)
@@ -348,9 +351,10 @@ class ResponsesStream:
         return self.builder.response
 
 
-def compaction_item(result: CompactionResult) -> CompactionItem:
-    """The ``compaction`` item that carries a note (reference §11): a client sends it back as input."""
-    return CompactionItem(new_id("cmp_"), result.payload())
+def compaction_item(result: CompactionResult, *, prunes: bool = False) -> CompactionItem:
+    """The ``compaction`` item that carries a note (reference §11): a client sends it back as input.
+    ``prunes``: server-side compaction's, standing for everything before it (``passes.payload``)."""
+    return CompactionItem(new_id("cmp_"), result.payload(prunes=prunes))
 
 
 def compaction_object(result: CompactionResult, instructions: str | None) -> Compaction:

@@ -18,7 +18,8 @@ import msgspec
 from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
-from tinytitan.engine.passes.compaction import decode_payload, summary_preamble
+from tinytitan.engine.passes.payload import decode_payload, summary_preamble
+from tinytitan.engine.passes.server_side import note_turn
 from tinytitan.engine.request import (
     ChatRequest,
     Message,
@@ -80,8 +81,11 @@ class MappedInput:
     messages: list[Message] = field(default_factory=list)  # user / assistant / tool
     items: list[InputItem] = field(default_factory=list)  # the items, parsed (ids filled)
     thought: str | None = None  # a replayed reasoning item, for the assistant turn that follows it
+    cut: bool = False  # a server-side compaction note replaced the conversation before it
 
     def extend(self, other: MappedInput) -> None:
+        if other.cut:  # the note in ``other`` stands for everything before it, here too
+            self.notes, self.messages, self.cut = [], [], True
         self.guidance += other.guidance
         self.notes += other.notes
         self.messages += other.messages
@@ -230,7 +234,11 @@ def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
         mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
     else:  # a compaction note
         body = decode_payload(item.encrypted_content, param=f"{where}.encrypted_content")
-        mapped.notes.append(str(body["summary"]))
+        if body.get("prunes") is True:  # server-side compaction's: it replaces the conversation before it
+            mapped.notes, mapped.cut = [], True
+            mapped.messages = [note_turn(str(body["summary"]), Source(where))]
+        else:
+            mapped.notes.append(str(body["summary"]))
     mapped.items.append(item)
 
 

@@ -55,6 +55,7 @@ class ResponsesRequest(msgspec.Struct, omit_defaults=True):
     top_logprobs: int | None = None
     prompt: Any = None
     conversation: Any = None
+    context_management: Any = None  # [{type: "compaction", compact_threshold}]: checked by ``compacting``
 
 
 class CompactRequest(msgspec.Struct, omit_defaults=True):
@@ -64,3 +65,10 @@ class CompactRequest(msgspec.Struct, omit_defaults=True):
     previous_response_id: str | None = None
     prompt_cache_key: str | None = None
     max_compaction_tokens: int | None = None
+    # what the session's turns sent (as Codex's compact call does): the conversation is read as the
+    # model read it, so the prompt cache serves it (reference §11)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning: ReasoningParam | None = None
+    text: TextParam | None = None

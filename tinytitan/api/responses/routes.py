@@ -16,7 +16,7 @@ from tinytitan.engine.passes.compaction import compact
 
 from .encode import compaction_object
 from .items import InputItem, InputItemList
-from .mapping import MappedInput, map_input, map_items, to_chat_request
+from .mapping import to_chat_request
 from .protocol import CompactRequest, ResponsesRequest
 from .store import page
 from .turn import start_turn
@@ -69,21 +69,23 @@ class ResponsesController(Controller):
         if not wire.model:
             raise InvalidRequest("model is required", param="model", code="invalid_value")
         engine.route(wire.model)  # an unknown name is refused before any work
-        mapped = MappedInput()
+        history: list[InputItem] = []
         if wire.previous_response_id:
-            previous = responses_store.stored(wire.previous_response_id, param="previous_response_id")
-            mapped = map_items(previous.conversation(), param="previous_response_id")
-        if wire.input is not None:
-            mapped.extend(map_input(wire.input, resolve=responses_store.find_item))
-        work = compact(
-            engine,
-            wire.model,
-            mapped.messages,
-            notes=mapped.notes,
-            max_tokens=wire.max_compaction_tokens,
-            workspace=request.headers.get("x-tinytitan-workspace"),
+            history = responses_store.stored(wire.previous_response_id, param="previous_response_id").conversation()
+        session = ResponsesRequest(  # the conversation as the session's turns sent it
+            model=wire.model,
+            instructions=wire.instructions,
+            input=[] if wire.input is None else wire.input,
+            tools=wire.tools,
+            tool_choice=wire.tool_choice,
+            parallel_tool_calls=wire.parallel_tool_calls,
+            reasoning=wire.reasoning,
+            text=wire.text,
         )
-        result = await until_disconnect(request, work)
+        workspace = request.headers.get("x-tinytitan-workspace")
+        resolve = responses_store.find_item
+        chat, _current = to_chat_request(session, history=history, resolve=resolve, workspace=workspace)
+        result = await until_disconnect(request, compact(engine, chat, max_tokens=wire.max_compaction_tokens))
         return compaction_object(result, wire.instructions)
 
     @get("/{response_id:str}")

@@ -3,7 +3,9 @@
 ``start_turn`` maps the request and starts it: a generation on the engine (``GenerationTurn``), or —
 when the last input item is ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2) — a
 compaction of the conversation through ``tinytitan.engine.passes.compaction`` (a ``WholeTurn``), whose
-answer is exactly one ``compaction`` output item. Both are encoded by the same ``OutputBuilder``: a turn
+answer is exactly one ``compaction`` output item; with ``context_management`` past its threshold, a
+compaction and then the answer from the compacted window (``compacting.CompactingTurn``). All are
+encoded by the same ``OutputBuilder``: a turn
 gives its event stream (``stream``; the transport adds the keepalives ``keepalive`` makes), or its
 HTTP answer (``respond``). ``close`` frees what it holds, however the turn ended.
 """
@@ -27,12 +29,14 @@ from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Usage
 from tinytitan.engine.job import Job
 from tinytitan.engine.passes.compaction import compact, require_messages
+from tinytitan.engine.passes.server_side import is_due
 from tinytitan.engine.request import Message, Sampling
 from tinytitan.engine.service import Engine
 
+from .compacting import CompactingTurn, compaction_threshold
 from .encode import OutputBuilder, ResponsesStream, compaction_item, response_shell
 from .items import InputItem
-from .mapping import Resolver, map_items, to_chat_request
+from .mapping import Resolver, to_chat_request
 from .protocol import ResponsesRequest
 from .wire import OutputItem
 from .wire import Response as ResponseObject
@@ -152,22 +156,8 @@ async def start_turn(
         streaming = bool(wire.stream)
     chat, current = to_chat_request(wire, history=history, resolve=resolve, workspace=workspace)
     store = wire.store is not False
-    if compaction:
-        model = chat.model  # an unknown name is refused below, before any work
-        mapped = map_items(history, param="previous_response_id")
-        mapped.extend(current)
-        require_messages(mapped.messages)
-        served = engine.route(model)[0]
-        shell = response_shell(wire, model=served, sampling=Sampling(temperature=0.0), store=store)
-        # the compacted window replaces the conversation: what continues from it is the note alone
-        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, [], []))
-
-        async def compacted() -> Output:
-            result = await compact(engine, model, mapped.messages, notes=mapped.notes)
-            return [compaction_item(result)], result.usage
-
-        return WholeTurn(encoder, compacted, streaming)
     if not generate:  # every refusal a generation would meet (routing, validation, the context window)
+        # a warm-up runs nothing, a compaction_trigger included: it is checked as the conversation
         if not any(m.role != "system" for m in chat.messages):  # nothing to answer yet: check the rest
             chat = replace(chat, messages=(*chat.messages, Message("user", "")))
         validated, _prompt = await engine.validate(chat)
@@ -178,6 +168,25 @@ async def start_turn(
             return [], Usage()
 
         return WholeTurn(encoder, warmed, streaming)
+    if compaction:
+        require_messages(chat.messages)
+        served = engine.route(chat.model)[0]  # an unknown name is refused here, before any work
+        shell = response_shell(wire, model=served, sampling=Sampling(temperature=0.0), store=store)
+        # the compacted window replaces the conversation: what continues from it is the note alone
+        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, [], []))
+
+        async def compacted() -> Output:
+            result = await compact(engine, chat)
+            return [compaction_item(result)], result.usage
+
+        return WholeTurn(encoder, compacted, streaming)
+    window = engine.context_window(chat.model)
+    threshold = compaction_threshold(wire.context_management, window)
+    if threshold is not None and await is_due(engine, chat, threshold):
+        served = engine.route(chat.model)[0]
+        shell = response_shell(wire, model=served, sampling=chat.sampling, store=store)
+        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        return CompactingTurn(engine, replace(chat, stream=streaming), encoder, streaming)
     job = await engine.prepare(replace(chat, stream=streaming))
     with job.closed_on_error():
         shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)

@@ -1,40 +1,69 @@
 """Compaction (reference §11): a conversation → one handover note, through the normal engine path.
 
-Used by ``POST /v1/responses/compact`` and by ``tinytitan compact``. The conversation (protocol-neutral
-``Message``s) is rendered as a ``[role] text`` transcript and summarised under a handover instruction
-at temperature 0 with thinking off, through ``Engine.complete`` (so the same queue). Guards keep a bad
-pass out of the caller's history:
+Used by ``POST /v1/responses/compact``, Codex's ``compaction_trigger``, both APIs' server-side
+compaction (``context_management``), ``tinytitan compact`` and the chat's ``/compact``. The
+conversation is a ``ChatRequest`` — what the client sends for its next turn — and is read one of two
+ways (``read``):
 
-1. note lines that echo instruction lines are dropped;
-2. a repetition loop (≥ 6 lines of ≥ 16 chars whose distinct count × 2 < count, or a verbatim
-   cycle: 400 characters or more said twice in a row, ``tinytitan.engine.output.cycles``) is a failed
-   pass — checked while the pass generates, which stops the moment it loops; a failed (or empty)
-   pass is retried once with a short plain instruction;
-3. still unusable → ``extractive``: the transcript trimmed to budget × 3 characters.
+1. **as a continuation** (the normal way): the pass is that very request, rendered by the model's
+   chat template into the same tokens, with the handover ask as one more user turn. The prompt
+   cache holds the conversation from its last turn, so it serves everything but the last reply and
+   the ask: compacting right after a turn costs about what one more short turn costs.
+2. **as a transcript**, only when the conversation with room for the note no longer fits the window:
+   ``[role] text`` blocks under the handover instruction, the middle trimmed away (the marker counts
+   every character cut). The note says so: ``mode`` ``transcript``, ``read`` ``transcript``, a log line.
+
+Every pass runs at temperature 0 with thinking off, as the server's own request (``internal``:
+memory never decorates it; with memory on, the turns were decorated and the cache serves less).
+Guards keep a bad pass out of the caller's history (``handover.py``): (1) lines echoing the
+instruction or the ask are dropped; (2) a repetition loop is a failed pass — checked while the pass
+generates, which stops the moment it loops; a failed (or empty) pass is retried once with a short
+plain ask; (3) still unusable → ``extractive``: the transcript trimmed to budget × 3 characters;
+(4) what the user said about themselves and their work — a sentence naming who they are, a path, a
+number — that the note lost is quoted after it, within what the budget has left (not when the caller's
+own ``instruction`` says what the note keeps).
 
 A note over the budget (measured with the backend's own tokenizer) goes through a compression pass
 (``compressed``); still over → the note itself is trimmed (``extractive``). ``tokens`` is what the
-note holds; ``usage`` sums every pass, the discarded ones too (``discarded`` counts those). The note travels in a
-versioned payload: base64 of compact sorted-key JSON ``{createdAt, mode, model, summary, v}``.
+note holds; ``usage`` sums every pass, the discarded ones too (``discarded`` counts those).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from tinytitan.engine.errors import InvalidRequest, Unsupported
+from tinytitan.engine.errors import ContextLengthExceeded, Unsupported
 from tinytitan.engine.events import Finished, TextDelta, Usage
+from tinytitan.engine.job import Job
 from tinytitan.engine.output.cycles import CycleDetector
-from tinytitan.engine.request import ChatRequest, Message, ReasoningControls, Sampling, Source
-from tinytitan.engine.request.validate import message_text
+from tinytitan.engine.passes.handover import (
+    COMPRESS_ASK,
+    COMPRESS_INSTRUCTION,
+    HANDOVER_ASK,
+    HANDOVER_INSTRUCTION,
+    RETRY_ASK,
+    RETRY_INSTRUCTION,
+    compaction_budget,
+    drop_echoed_lines,
+    is_repetition_loop,
+    keep_users_words,
+    render_transcript,
+    require_messages,
+    trim_middle,
+)
+from tinytitan.engine.passes.payload import PAYLOAD_VERSION, decode_payload, encode_payload, summary_preamble
+from tinytitan.engine.request import (
+    ChatRequest,
+    Message,
+    ReasoningControls,
+    Sampling,
+    ToolChoice,
+    new_request_id,
+)
 from tinytitan.engine.service import Engine
 
 __all__ = [
@@ -46,10 +75,12 @@ __all__ = [
     "CompactionResult",
     "compact",
     "compaction_budget",
+    "conversation",
     "decode_payload",
     "drop_echoed_lines",
     "encode_payload",
     "is_repetition_loop",
+    "keep_users_words",
     "render_transcript",
     "require_messages",
     "summary_preamble",
@@ -58,180 +89,70 @@ __all__ = [
 
 log = logging.getLogger("tinytitan.compaction")
 
-PAYLOAD_VERSION = 1
-
-HANDOVER_INSTRUCTION = """\
-You are writing a handover note so that another assistant can continue this session without the transcript.
-Keep, under short headings, as terse bullet points:
-- Requirements: what the user asked for, with every constraint.
-- Decisions: what was decided, the reason, and any option that was rejected.
-- Facts: results, measurements and errors that were established.
-- Next step: what remains to be done next.
-Quote file paths, commands and identifiers exactly as they appear.
-Write only the note. Do not add anything that is not in the transcript."""
-HANDOVER_ASK = "Write the handover note for the session above now."
-
-RETRY_INSTRUCTION = "Summarize the conversation you are given. Be brief and concrete."
-RETRY_ASK = "Summarize the session above in a few plain sentences."
-
-COMPRESS_INSTRUCTION = """\
-Shorten the handover note you are given to at most {budget} tokens.
-Keep requirements, decisions with their reasons, facts, paths and identifiers, and the next step.
-Write only the shortened note."""
-COMPRESS_ASK = "Rewrite the handover note above, shorter."
-
-_BULLET = re.compile(r"^[\s\-*•#>\d.)]+")
-_MIN_ECHO_CHARS = 8
-
-
-# -- the payload ------------------------------------------------------------------------------------
-
-
-def encode_payload(summary: str, mode: str, model: str, created_at: int | None = None) -> str:
-    body = {
-        "createdAt": int(time.time()) if created_at is None else created_at,
-        "mode": mode,
-        "model": model,
-        "summary": summary,
-        "v": PAYLOAD_VERSION,
-    }
-    raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return base64.b64encode(raw.encode("utf-8")).decode("ascii")
-
-
-def decode_payload(content: object, param: str = "encrypted_content") -> dict[str, object]:
-    """The payload of a compaction item; refuses missing, unreadable and other-version payloads by name."""
-    if not isinstance(content, str) or not content:
-        raise InvalidRequest("a compaction item needs its encrypted_content", param=param, code="invalid_value")
-    try:
-        body = json.loads(base64.b64decode(content.encode("ascii"), validate=True).decode("utf-8"))
-    except (ValueError, UnicodeError, binascii.Error) as exc:
-        raise InvalidRequest(
-            "compaction payload is unreadable: it was not produced by this server",
-            param=param,
-            code="compaction_payload_invalid",
-        ) from exc
-    if not isinstance(body, dict) or not isinstance(body.get("summary"), str):
-        raise InvalidRequest(
-            "compaction payload is unreadable: it carries no summary",
-            param=param,
-            code="compaction_payload_invalid",
-        )
-    if body.get("v") != PAYLOAD_VERSION:
-        raise InvalidRequest(
-            f"compaction payload version {body.get('v')!r} is not supported (this server reads v{PAYLOAD_VERSION})",
-            param=param,
-            code="compaction_payload_version",
-        )
-    return body
-
-
-def summary_preamble(summary: str) -> str:
-    """How a decoded note joins the system block."""
-    return (
-        "This session continues an earlier one that was compacted. The summary of the earlier session, "
-        "to continue from:\n\n" + summary.strip()
-    )
-
-
-# -- arithmetic and text --------------------------------------------------------------------------------
-
-
-def compaction_budget(context_window: int, requested: int | None, param: str = "max_compaction_tokens") -> int:
-    """given → min(given, context/2); else min(4096, max(256, context/8)); ≤ 0 → 400."""
-    if requested is not None:
-        if requested <= 0:
-            raise InvalidRequest(f"{param} must be greater than 0, got {requested}", param=param)
-        return min(requested, context_window // 2)
-    return min(4096, max(256, context_window // 8))
-
-
-def render_transcript(messages: Sequence[Message], notes: Sequence[str] = ()) -> str:
-    """``[role] text`` blocks, tool calls inline; system guidance left out (the client resends it).
-
-    A non-text part (a Chat ``image_url``, a Messages ``image``) is refused by the validator's own
-    rule, naming the part where the client wrote it — never dropped from the transcript."""
-    blocks = [f"[earlier summary] {note.strip()}" for note in notes if note.strip()]
-    names: dict[str, str] = {}
-    for i, m in enumerate(messages):
-        text = message_text(m, m.source or Source(f"input[{i}]")).strip()
-        if m.role in ("system", "developer"):
-            continue
-        if m.role == "tool":
-            name = names.get(m.tool_call_id or "", "")
-            blocks.append(f"[tool result{' ' + name if name else ''}] {text}")
-            continue
-        lines = [f"[{m.role}] {text}".rstrip()] if text or not m.tool_calls else []
-        for call in m.tool_calls:
-            name = f"{call.namespace}.{call.name}" if call.namespace else call.name
-            names[call.id] = name
-            lines.append(f"[{m.role} tool call] {name} {call.arguments}")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-
-def trim_middle(text: str, max_chars: int) -> str:
-    """Keep the head third and the tail, with a marker between, in about ``max_chars`` characters."""
-    if len(text) <= max_chars:
-        return text
-    max_chars = max(max_chars, 3)
-    head = max_chars // 3
-    tail = max_chars - head
-    omitted = len(text) - head - tail
-    return f"{text[:head].rstrip()}\n\n[… {omitted} characters omitted …]\n\n{text[-tail:].lstrip()}"
-
-
-def _norm(line: str) -> str:
-    return " ".join(_BULLET.sub("", line).lower().split())
-
-
-def drop_echoed_lines(note: str, instruction: str) -> str:
-    """Guard 1: drop the note's lines that repeat a line of the instruction."""
-    echoed = {_norm(line) for line in instruction.splitlines()}
-    echoed = {line for line in echoed if len(line) >= _MIN_ECHO_CHARS}
-    kept = [line for line in note.splitlines() if _norm(line) not in echoed]
-    return "\n".join(kept).strip()
-
-
-def is_repetition_loop(note: str) -> bool:
-    """Guard 2: ≥ 6 lines of ≥ 16 characters whose distinct count × 2 < their count."""
-    lines = [line.strip() for line in note.splitlines() if len(line.strip()) >= 16]
-    return len(lines) >= 6 and len(set(lines)) * 2 < len(lines)
-
-
-# -- the algorithm ----------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     note: str
-    mode: str  # model | compressed | extractive
+    mode: str  # model | transcript (the model's note, read one way or the other) | compressed | extractive
     tokens: int
     budget: int
     model: str
     usage: Usage  # every pass, the discarded ones too
     passes: int
     discarded: int = 0  # passes stopped as repetition loops
+    read: str = "continuation"  # how the conversation was read: continuation | transcript
+    first_token_s: float | None = None  # from the start to the first token of the note's first pass
+    first_pass: Usage = field(default_factory=Usage)  # the first pass alone (its prompt, what the cache served)
 
-    def payload(self) -> str:
-        return encode_payload(self.note, self.mode, self.model)
+    def payload(self, *, prunes: bool = False) -> str:
+        return encode_payload(self.note, self.mode, self.model, read=self.read, prunes=prunes)
 
 
 Progress = Callable[[str], None]
 
 
+def conversation(model: str, messages: Sequence[Message], *, workspace: str | None = None) -> ChatRequest:
+    """A bare conversation (no tools, no settings) as the request ``compact`` reads."""
+    return ChatRequest(model=model, messages=tuple(messages), workspace=workspace)
+
+
+def _as_pass(request: ChatRequest, cap: int) -> ChatRequest:
+    """``request`` as the server's own greedy pass: what renders the prompt is left as it was."""
+    choice = request.tool_choice
+    if choice is not None and choice.mode not in ("auto", "none"):  # a forced call would be the answer
+        choice = ToolChoice("auto", param=choice.param)
+    return replace(
+        request,
+        tool_choice=choice,
+        sampling=Sampling(temperature=0.0),
+        stop=None,
+        max_tokens=cap,
+        reasoning=ReasoningControls(level="off"),  # a model that reasons inside its cap writes no note
+        output_format=None,
+        n=None,
+        logprobs=None,
+        top_logprobs=None,
+        stream=False,
+        include_usage=None,
+        internal=True,
+        request_id=new_request_id(),
+    )
+
+
 class _Compactor:
-    def __init__(
-        self, engine: Engine, model: str, budget: int, progress: Progress | None, workspace: str | None
-    ) -> None:
+    def __init__(self, engine: Engine, conversation: ChatRequest, budget: int, progress: Progress | None) -> None:
         self.engine = engine
-        self.model = model
-        self.workspace = workspace
+        self.conversation = conversation
+        self.model = conversation.model
+        self.window = engine.info_for(self.model).context_window
         self.budget = budget
         self.progress = progress or (lambda _msg: None)
         self.usage = Usage()
+        self.first_pass: Usage | None = None
         self.passes = 0
         self.discarded = 0
+        self.started = time.monotonic()
+        self.first_token_s: float | None = None
         self._estimated = False
 
     async def count(self, text: str) -> int:
@@ -244,131 +165,184 @@ class _Compactor:
             return len(text) // 4 + 1
 
     def cap(self) -> int:
-        return max(16, min(self.budget * 2, self.engine.info_for(self.model).context_window // 2))
+        return max(16, min(self.budget * 2, self.window // 2))
 
-    async def fit(self, body: str, instruction: str) -> str:
-        """Trim the pass's input (head third + tail) until it leaves room for the note."""
-        room = self.engine.info_for(self.model).context_window - self.cap() - await self.count(instruction) - 64
-        room = max(room, self.engine.info_for(self.model).context_window // 4)
+    # -- the two readings ------------------------------------------------------------------------------
+    async def continuation(self, said: str) -> Job | None:
+        """The conversation with ``said`` as its next user turn, prepared; None when it no longer fits
+        the window with room for a note of the budget."""
+        messages = (*self.conversation.messages, Message("user", said, server=True))
+        request = _as_pass(replace(self.conversation, messages=messages), self.cap())
+        try:
+            job = await self.engine.prepare(request)
+        except ContextLengthExceeded:
+            return None
+        if job.generation.max_new < min(self.budget, self.cap()):
+            job.close()
+            return None
+        return job
+
+    async def standalone(self, instruction: str, body: str, ask: str) -> Job:
+        """A fresh prompt: ``instruction`` as the system text, ``body`` and ``ask`` as the user turn;
+        ``body`` (head third + tail) trimmed from the original until the note has room."""
+        room = self.window - self.cap() - await self.count(instruction + ask) - 64
+        room = max(room, self.window // 4)
+        tokens = await self.count(body)
+        chars = len(body)
+        trimmed = body
         for _ in range(4):
-            tokens = await self.count(body)
             if tokens <= room:
                 break
-            body = trim_middle(body, int(len(body) * room / tokens * 0.9))
-        return body
+            chars = int(chars * room / tokens * 0.9)
+            trimmed = trim_middle(body, chars)  # always the original: the marker counts the whole cut
+            tokens = await self.count(trimmed)
+        if trimmed is not body:
+            log.info("compaction: the transcript was trimmed from %d to %d characters to fit", len(body), len(trimmed))
+        messages = (Message("system", instruction, server=True), Message("user", f"{trimmed}\n\n{ask}"))
+        request = ChatRequest(model=self.model, messages=messages, workspace=self.conversation.workspace)
+        return await self.engine.prepare(_as_pass(request, self.cap()))
 
-    async def run_pass(self, label: str, instruction: str, body: str, ask: str) -> str | None:
-        """One pass's text; None when it fell into a loop (stopped then, not at its cap)."""
+    # -- one pass --------------------------------------------------------------------------------------
+    async def run(self, label: str, job: Job, *said: str) -> str | None:
+        """One pass's note with guards 1 and 2; None when it failed (a loop, nothing usable)."""
         self.passes += 1
         self.progress(f"compaction pass {self.passes} ({label})…")
-        body = await self.fit(body, instruction)
-        request = ChatRequest(
-            model=self.model,
-            messages=(Message("system", instruction, server=True), Message("user", f"{body}\n\n{ask}")),
-            sampling=Sampling(temperature=0.0),
-            max_tokens=self.cap(),
-            reasoning=ReasoningControls(level="off"),
-            workspace=self.workspace,
-            internal=True,
-        )
-        job = await self.engine.prepare(request)
         parts: list[str] = []
         cycles = CycleDetector(repeats=2, min_span=400)  # a note never says 400 characters twice in a row
         async with contextlib.aclosing(job.events()) as events:  # leaving it closes the job
             async for event in events:
                 if isinstance(event, Finished):
-                    self.usage = self.usage + event.usage
+                    self._used(event.usage)
                 elif isinstance(event, TextDelta):
+                    if self.first_token_s is None and event.text:
+                        self.first_token_s = time.monotonic() - self.started
                     parts.append(event.text)
                     looped = cycles.feed(event.text) is not None
                     if looped or ("\n" in event.text and is_repetition_loop("".join(parts))):
-                        await self.stopped(request, "".join(parts))
+                        await self.stopped(job, "".join(parts))
                         return None
-        return "".join(parts).strip()
-
-    async def stopped(self, request: ChatRequest, text: str) -> None:
-        """A looping pass, stopped: its work joins the usage (its tokens counted here), it is discarded."""
-        self.discarded += 1
-        try:
-            prompt = await self.engine.count_tokens(request)
-        except Unsupported:
-            prompt = 0
-        written = await self.count(text)
-        self.usage = self.usage + Usage(prompt_tokens=prompt, completion_tokens=written)
-        log.info("compaction: pass %d fell into a repetition loop; stopped after %d tokens", self.passes, written)
-        self.progress(f"compaction pass {self.passes} was repeating itself: stopped after {written} tokens")
-        return None
-
-    async def usable(self, label: str, instruction: str, body: str, ask: str) -> str | None:
-        """One pass with guards 1 and 2; ``None`` when the pass failed."""
-        text = await self.run_pass(label, instruction, body, ask)
-        note = drop_echoed_lines(text, instruction) if text is not None else None
-        if note is not None and is_repetition_loop(note):
+        note = drop_echoed_lines("".join(parts).strip(), *said)
+        if is_repetition_loop(note):
             log.info("compaction: pass %d is a repetition loop; discarded", self.passes)
             self.discarded += 1
             return None
         return note or None
 
+    def _used(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+        if self.first_pass is None:
+            self.first_pass = usage
+
+    async def stopped(self, job: Job, text: str) -> None:
+        """A looping pass, stopped: its work joins the usage (its tokens counted here), it is discarded."""
+        self.discarded += 1
+        written = await self.count(text)
+        prompt = job.generation.prompt.n_tokens
+        self._used(Usage(prompt_tokens=prompt, cached_tokens=job.generation.cached_tokens, completion_tokens=written))
+        log.info("compaction: pass %d fell into a repetition loop; stopped after %d tokens", self.passes, written)
+        self.progress(f"compaction pass {self.passes} was repeating itself: stopped after {written} tokens")
+
     async def trim_to_budget(self, note: str) -> tuple[str, int]:
         tokens = await self.count(note)
         chars = len(note)
+        trimmed = note
         while tokens > self.budget and chars > 16:
             chars = int(chars * self.budget / tokens * 0.95)
-            note = trim_middle(note, chars)
-            tokens = await self.count(note)
-        return note, tokens
+            trimmed = trim_middle(note, chars)  # always the original: the marker counts the whole cut
+            tokens = await self.count(trimmed)
+        return trimmed, tokens
 
-
-def require_messages(messages: Sequence[Message]) -> None:
-    """A conversation with nothing but guidance has nothing to compact → 400."""
-    if not any(m.role not in ("system", "developer") for m in messages):
-        raise InvalidRequest("nothing to compact: input carries no messages", param="input")
+    # -- the whole compaction --------------------------------------------------------------------------
+    async def note(self, instruction: str | None, as_transcript: bool) -> tuple[str | None, str]:
+        """The model's note (None when both passes failed) and how the conversation was read."""
+        said = (instruction,) if instruction else (HANDOVER_INSTRUCTION, HANDOVER_ASK)
+        job = None if as_transcript else await self.continuation("\n\n".join(said))
+        if job is not None:
+            note = await self.run("handover", job, *said)
+            if note is None and (job := await self.continuation(f"{RETRY_INSTRUCTION}\n\n{RETRY_ASK}")) is not None:
+                note = await self.run("retry", job, RETRY_INSTRUCTION, RETRY_ASK)
+            return note, "continuation"
+        if not as_transcript:
+            log.info("compaction: the conversation no longer fits the window with room for the note: a transcript")
+            self.progress("the conversation no longer fits the context window: compacting a trimmed transcript")
+        transcript = render_transcript(self.conversation.messages)
+        system = instruction or HANDOVER_INSTRUCTION
+        note = await self.run("handover", await self.standalone(system, transcript, HANDOVER_ASK), system, HANDOVER_ASK)
+        if note is None:
+            job = await self.standalone(RETRY_INSTRUCTION, transcript, RETRY_ASK)
+            note = await self.run("retry", job, RETRY_INSTRUCTION, RETRY_ASK)
+        return note, "transcript"
 
 
 async def compact(
     engine: Engine,
-    model: str,
-    messages: Sequence[Message],
+    request: ChatRequest,
     *,
-    notes: Sequence[str] = (),
     max_tokens: int | None = None,
+    instruction: str | None = None,
     progress: Progress | None = None,
-    workspace: str | None = None,
+    as_transcript: bool = False,
 ) -> CompactionResult:
-    """Compact a conversation into a handover note (reference §11).
+    """Compact the conversation ``request`` holds into a handover note (reference §11).
 
-    Every pass is the server's own request (``internal``): memory never decorates it, whatever
-    workspace it runs for (``workspace``: the caller's ``X-TinyTitan-Workspace``)."""
-    require_messages(messages)
-    budget = compaction_budget(engine.info_for(model).context_window, max_tokens)
-    transcript = render_transcript(messages, notes)
-    worker = _Compactor(engine, model, budget, progress, workspace)
-
-    note = await worker.usable("handover", HANDOVER_INSTRUCTION, transcript, HANDOVER_ASK)
-    if note is None:
-        note = await worker.usable("retry", RETRY_INSTRUCTION, transcript, RETRY_ASK)
+    ``request`` is the conversation as the client sends it for a turn (model, guidance, tools,
+    messages; its workspace is the caller's ``X-TinyTitan-Workspace``); ``instruction`` replaces the
+    handover instruction and ask (Anthropic's ``compact_20260112`` ``instructions``); ``as_transcript``
+    reads it as a transcript even when it fits (how every pass read it before issue 40: the
+    benchmark's baseline)."""
+    require_messages(request.messages)
+    budget = compaction_budget(engine.info_for(request.model).context_window, max_tokens)
+    worker = _Compactor(engine, request, budget, progress)
+    note, read = await worker.note(instruction, as_transcript)
     if note is None:
         mode = "extractive"
-        note = trim_middle(transcript, budget * 3)
+        note = trim_middle(render_transcript(request.messages), budget * 3)
         tokens = await worker.count(note)
     else:
-        mode = "model"
+        mode = "model" if read == "continuation" else "transcript"
         tokens = await worker.count(note)
         if tokens > budget:
-            instruction = COMPRESS_INSTRUCTION.format(budget=budget)
-            shorter = await worker.usable("compress", instruction, note, COMPRESS_ASK)
+            compress = COMPRESS_INSTRUCTION.format(budget=budget)
+            shorter = await worker.run("compress", await worker.standalone(compress, note, COMPRESS_ASK), compress)
             shorter_tokens = await worker.count(shorter) if shorter else 0
             if shorter and shorter_tokens <= budget:
                 note, tokens, mode = shorter, shorter_tokens, "compressed"
             else:
                 note, tokens = await worker.trim_to_budget(shorter or note)
                 mode = "extractive"
-    info_model = engine.info_for(model).id
-    log.info("compaction: mode %s, %d tokens (budget %d, %d passes)", mode, tokens, budget, worker.passes)
+    room = min(budget, (budget - tokens) * 3)  # characters: what the budget has left, ~3 a token
+    kept = keep_users_words(note, request.messages, room) if room > 0 and instruction is None else note
+    if kept != note:
+        note, tokens = kept, await worker.count(kept)
+    model = engine.info_for(request.model).id
+    first = worker.first_pass or Usage()
+    log.info(
+        "compaction: mode %s, read as a %s, %d tokens (budget %d, %d passes); the first pass read %d tokens, "
+        "%d of them from the prompt cache",
+        mode,
+        read,
+        tokens,
+        budget,
+        worker.passes,
+        first.prompt_tokens,
+        first.cached_tokens,
+    )
     written = worker.usage.completion_tokens
     discarded = f", {worker.discarded} discarded as loops" if worker.discarded else ""
     worker.progress(
         f"compaction done: {mode}, a note of {tokens} tokens (budget {budget}); "
         f"{worker.passes} pass{'es' if worker.passes > 1 else ''} wrote {written} tokens{discarded}"
     )
-    return CompactionResult(note, mode, tokens, budget, info_model, worker.usage, worker.passes, worker.discarded)
+    return CompactionResult(
+        note,
+        mode,
+        tokens,
+        budget,
+        model,
+        worker.usage,
+        worker.passes,
+        worker.discarded,
+        read=read,
+        first_token_s=worker.first_token_s,
+        first_pass=first,
+    )
