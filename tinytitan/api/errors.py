@@ -14,6 +14,7 @@ from litestar.exceptions import HTTPException
 
 from tinytitan.api.wire import UNSET, AnthropicError, AnthropicErrorBody, OpenAIError, OpenAIErrorBody
 from tinytitan.engine.errors import (
+    ContextLengthExceeded,
     GenerationFailed,
     InvalidRequest,
     MethodNotAllowed,
@@ -63,7 +64,10 @@ def anthropic_error(exc: TinyTitanError, request_id: str) -> tuple[int, Anthropi
     status = 529 if isinstance(exc, QueueFull) else exc.status
     kind = "api_error" if status >= 500 and status != 529 else _ANTHROPIC_TYPES.get(status, "invalid_request_error")
     message = "Overloaded" if isinstance(exc, QueueFull) else exc.message
-    if exc.param is not None and not message.startswith(f"{exc.param}:"):
+    if isinstance(exc, ContextLengthExceeded) and exc.tokens is not None and exc.limit is not None:
+        # the API's own words: Claude Code reads them to trim its conversation (or compact) and retry
+        message = f"prompt is too long: {exc.tokens} tokens > {exc.limit} maximum"
+    elif exc.param is not None and not message.startswith(f"{exc.param}:"):
         message = f"{exc.param}: {message}"
     return status, AnthropicError(AnthropicErrorBody(kind, message), request_id)
 

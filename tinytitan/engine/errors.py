@@ -64,7 +64,20 @@ class InvalidRequest(TinyTitanError, status=400, code="invalid_value"):
 
 
 class ContextLengthExceeded(InvalidRequest, code="context_length_exceeded"):
-    """The prompt does not fit the context window."""
+    """The prompt does not fit the context window: ``tokens`` of it against ``limit``, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.tokens = tokens
+        self.limit = limit
 
 
 class AuthenticationFailed(TinyTitanError, status=401, code="invalid_api_key"):

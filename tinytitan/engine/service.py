@@ -146,6 +146,8 @@ class Engine:
         if prompt.n_tokens >= window:
             raise ContextLengthExceeded(
                 f"the prompt has {prompt.n_tokens} tokens; the context window is {window}",
+                tokens=prompt.n_tokens,
+                limit=window,
                 param=validated.request.messages_param,
             )
         return prompt

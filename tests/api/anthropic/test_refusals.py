@@ -346,3 +346,23 @@ def test_errors_name_the_clients_own_message_index(server: LiveServer) -> None:
     r = httpx.post(server.url + "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"})
     assert r.status_code == 400
     assert r.json()["error"]["message"].startswith("messages[2].content[1].tool_use_id: ")
+
+
+def test_a_prompt_past_the_window_is_refused_in_the_apis_own_words() -> None:
+    """Anthropic answers ``prompt is too long: N tokens > M maximum``; Claude Code reads those numbers
+    to trim its conversation (or compact) and retry, so the local server says it the same way."""
+    import re
+
+    with live_server(StubBackend(script(context_window=64))) as live:
+        response = httpx.post(
+            live.url + "/v1/messages",
+            json=body(messages=[{"role": "user", "content": "word " * 400}]),
+            headers={"anthropic-version": "2023-06-01"},
+            timeout=30,
+        )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    found = re.fullmatch(r"prompt is too long: (\d+) tokens > (\d+) maximum", error["message"])
+    assert found is not None, error
+    assert int(found.group(1)) > 64 and found.group(2) == "64"
