@@ -261,9 +261,8 @@ def cached_dir(path: Path, build: Callable[[Path], Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     try:
-        with device_thread.claimed(
-            beside_workers=True
-        ):  # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+        # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+        with device_thread.claimed(beside_workers=True):
             build(tmp)
         try:
             os.replace(tmp, path)
@@ -301,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():  # this program has no device worker: its thread is the device
+    # This program has no device worker: its thread is the device. A test calls main() in its own process,
+    # beside the workers of other tests' engines, each with its own streams.
+    with device_thread.claimed(beside_workers=True):
         build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
     print(args.out_dir)
     return 0
