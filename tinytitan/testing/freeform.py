@@ -16,7 +16,9 @@ def grammar(name: str) -> str:
     return (GRAMMARS / f"{name}.lark").read_text(encoding="utf-8")
 
 
-def custom_tool(name: str, definition: str | None = None, *, syntax: str = "lark", chat: bool = False) -> dict[str, Any]:
+def custom_tool(
+    name: str, definition: str | None = None, *, syntax: str = "lark", chat: bool = False
+) -> dict[str, Any]:
     """A custom tool in the Responses shape (``chat``: Chat Completions'); no ``definition``: free text."""
     fmt: dict[str, Any] = {"type": "text"}
     if definition is not None:

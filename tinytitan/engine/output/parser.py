@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
+from tinytitan.engine.grammar.calls import INPUT
 
 __all__ = [
     "EventParser",
@@ -269,8 +270,8 @@ def make_call(name: str, args: dict[str, Any], options: ParseOptions) -> ToolCal
     tool = next((t for t in options.tools or () if getattr(t, "name", None) == name), None)
     if tool is None or getattr(tool, "type", "function") != "custom":
         return ToolCall(new_call_id(), name, json.dumps(args, ensure_ascii=False), options.namespaces.get(name))
-    text = args.get("input")
-    if set(args) != {"input"} or not isinstance(text, str):
+    text = args.get(INPUT)
+    if set(args) != {INPUT} or not isinstance(text, str):
         raise ValueError("a custom tool's call carries one string argument, 'input'")
     compiled = getattr(getattr(tool, "format", None), "compiled", None)
     if compiled is not None:
