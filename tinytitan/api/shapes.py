@@ -48,7 +48,8 @@ def custom_format(raw: Any, *, param: str) -> Freeform:
         return Freeform()
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         raise InvalidRequest("a custom tool's format must be an object with a 'type'", param=param)
-    holder = raw.get("grammar") if isinstance(raw.get("grammar"), dict) else raw
+    nested = raw.get("grammar")
+    holder: dict[str, Any] = nested if isinstance(nested, dict) else raw
     syntax, definition = holder.get("syntax"), holder.get("definition")
     return Freeform(
         raw["type"],

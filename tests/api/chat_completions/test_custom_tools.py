@@ -55,15 +55,13 @@ def test_the_stream_carries_the_call_whole(live: LiveServer) -> None:
     from openai import OpenAI
 
     client = OpenAI(base_url=live.v1, api_key="unused", max_retries=0)
-    chunks = list(
-        client.chat.completions.create(
-            model=STUB_MODEL,
-            messages=[{"role": "user", "content": "patch it"}],
-            tools=[APPLY_PATCH],  # type: ignore[list-item]
-            tool_choice={"type": "custom", "custom": {"name": "apply_patch"}},  # type: ignore[typeddict-item]
-            stream=True,
-        )
-    )
+    body: dict[str, Any] = {
+        "model": STUB_MODEL,
+        "messages": [{"role": "user", "content": "patch it"}],
+        "tools": [APPLY_PATCH],
+        "tool_choice": {"type": "custom", "custom": {"name": "apply_patch"}},
+    }
+    chunks = list(client.chat.completions.create(**body, stream=True))
     calls = [c for chunk in chunks for c in (chunk.choices[0].delta.tool_calls or []) if chunk.choices]
     (call,) = calls
     raw = call.model_dump()

@@ -108,7 +108,7 @@ def test_the_call_and_its_output_are_read_back_through_previous_response_id(live
 
 
 def test_the_items_sent_back_as_input(live: LiveServer) -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "patch it"},
         {"type": "custom_tool_call", "call_id": "call_7", "name": "apply_patch", "input": PATCH},
         {"type": "custom_tool_call_output", "call_id": "call_7", "output": [{"type": "input_text", "text": "ok"}]},
@@ -197,3 +197,21 @@ def test_a_scripted_input_that_breaks_the_grammar_fails_the_response(live: LiveS
     events = stream(live, input="broken", tools=[APPLY_PATCH])
     final = check_stream(events)
     assert final["status"] == "failed" and "does not parse" in final["error"]["message"]
+
+
+def test_compaction_reads_the_custom_items() -> None:
+    from tinytitan.engine.passes.compaction import HANDOVER_ASK
+
+    rules = [{"when": {"user_contains": HANDOVER_ASK}, "reply": {"text": "Patched src/app.py."}}]
+    with live_server(StubBackend(script(*rules))) as live:
+        items = [
+            {"role": "user", "content": "patch it"},
+            {"type": "custom_tool_call", "call_id": "call_7", "name": "apply_patch", "input": PATCH},
+            {"type": "custom_tool_call_output", "call_id": "call_7", "output": "Done!"},
+        ]
+        body = {"model": STUB_MODEL, "input": items}
+        compacted = httpx.post(live.v1 + "/responses/compact", json=body, timeout=60)
+        assert compacted.status_code == 200, compacted.text
+        check_open_responses(compacted.json(), "CompactResource")
+        transcript = live.recorded[-1]["messages"][-1]["content"]
+        assert "apply_patch" in transcript and "*** Update File: src/app.py" in transcript and "Done!" in transcript

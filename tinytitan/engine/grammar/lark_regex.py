@@ -135,6 +135,22 @@ def _statements(tokens: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return statements
 
 
+def _alternatives(tokens: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """``tokens`` split at the ``|`` outside any group."""
+    alternatives: list[list[tuple[str, str]]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token[0] == "op" and token[1] in "([":
+            depth += 1
+        elif token[0] == "op" and token[1] in ")]":
+            depth -= 1
+        if token == ("op", "|") and depth == 0:
+            alternatives.append([])
+        else:
+            alternatives[-1].append(token)
+    return alternatives
+
+
 def _read(source: str) -> _Grammar:
     grammar = _Grammar()
     for statement in _statements(_tokens(source)):
@@ -149,19 +165,7 @@ def _read(source: str) -> _Grammar:
         name = value.split(".")[0]
         if name in grammar.defs:
             raise ValueError(f"'{name}' is defined twice")
-        body = statement[2:]
-        alternatives: list[list[tuple[str, str]]] = [[]]
-        depth = 0
-        for token in body:
-            if token[0] == "op" and token[1] in "([":
-                depth += 1
-            elif token[0] == "op" and token[1] in ")]":
-                depth -= 1
-            if token == ("op", "|") and depth == 0:
-                alternatives.append([])
-            else:
-                alternatives[-1].append(token)
-        grammar.defs[name] = _Def(name, alternatives, terminal=name.lstrip("_")[:1].isupper())
+        grammar.defs[name] = _Def(name, _alternatives(statement[2:]), terminal=name.lstrip("_")[:1].isupper())
     return grammar
 
 
@@ -261,18 +265,7 @@ class _Flatten:
         if (kind, value) in (("op", "("), ("op", "[")):
             close = ")" if value == "(" else "]"
             end = _matching(tokens, i, close)
-            inner = tokens[i + 1 : end]
-            parts: list[list[tuple[str, str]]] = [[]]
-            depth = 0
-            for token in inner:
-                if token[0] == "op" and token[1] in "([":
-                    depth += 1
-                elif token[0] == "op" and token[1] in ")]":
-                    depth -= 1
-                if token == ("op", "|") and depth == 0:
-                    parts.append([])
-                else:
-                    parts[-1].append(token)
+            parts = _alternatives(tokens[i + 1 : end])
             glue = self.ignore if not self._in_terminal() else ""
             group = "(?:" + "|".join(self.sequence(p, glue) for p in parts) + ")"
             return (group + "?" if value == "[" else group), end + 1
