@@ -105,6 +105,11 @@ def test_a_bad_reasoning_level(tmp_path: Path) -> None:
     _refused(_launch("pi", "--stub", "x.json", "--reasoning", "loud", path=tmp_path), "unknown reasoning level 'loud'")
 
 
+def test_code_mode_is_codexs_alone(tmp_path: Path) -> None:
+    _agent(tmp_path, "pi")
+    _refused(_launch("pi", "--code-mode", "--stub", "x.json", path=tmp_path), "--code-mode is for codex only")
+
+
 def test_a_server_that_cannot_start(tmp_path: Path) -> None:
     _agent(tmp_path, "pi")
     done = _launch("pi", "--stub", str(tmp_path / "missing.json"), path=tmp_path)

@@ -58,6 +58,7 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "default_reasoning": "on",
         "tool_call_family": "json_tools",
         "tool_calls": True,
+        "freeform_tools": True,
         "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",

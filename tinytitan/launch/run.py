@@ -32,6 +32,7 @@ class LaunchOptions:
     start: bool = False  # start a server even when the local one answers (a model or stub was named)
     serve_args: Sequence[str] = field(default_factory=list)  # `tinytitan serve` flags for a started server
     serve_only: Sequence[str] = ()  # the flags given that only a started server takes (said when unused)
+    code_mode: bool = False  # Codex's Code Mode (one freeform exec tool)
 
 
 def find_agent(name: str) -> tuple[Agent, str]:
@@ -70,6 +71,11 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
     """Run ``options.agent`` against the server the options name; the agent's exit status."""
     agent, binary = find_agent(options.agent)
+    choices = {"code_mode": True} if options.code_mode else {}
+    unsupported = sorted(set(choices) - agent.choices)
+    if unsupported:
+        flag = "--" + unsupported[0].replace("_", "-")
+        raise LaunchError(f"{flag} is for codex only; launch {agent.name} without it")
     child: ChildServer | None = None
     previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -87,7 +93,7 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
             flags = ", ".join(options.serve_only)
             progress(f"{flags}: only for a server started here (with --model or --stub); {url} serves as it is")
         facts = served(url, model=None if child else options.model, api_key=options.api_key)
-        wiring = agent.wire(binary, facts, dict(os.environ), options.args)
+        wiring = agent.wire(binary, facts, dict(os.environ), options.args, **choices)
         progress(
             f"{agent.name} on {facts.model} at {facts.url} "
             f"(context {facts.context_window:,} tokens, answers up to {facts.output_cap:,})"

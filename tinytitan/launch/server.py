@@ -45,6 +45,7 @@ class Served:
     output_cap: int
     api_key: str | None = None
     reasoning_levels: tuple[str, ...] = ()
+    freeform_tools: bool = False  # its calls can hold a custom tool's input to a grammar (Codex's apply_patch)
 
     @property
     def v1(self) -> str:
@@ -142,7 +143,7 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
     cap = published if published is not None and published < window else fallback
     levels = facts.get("reasoning_levels")
     levels = tuple(str(level) for level in levels) if isinstance(levels, list) else ()
-    return Served(url, model, window, cap, api_key, levels)
+    return Served(url, model, window, cap, api_key, levels, facts.get("freeform_tools") is True)
 
 
 def _free_port() -> int:

@@ -115,5 +115,6 @@ def test_one_model_is_resident_when_its_backend_is_loaded() -> None:
         "reasoning_levels": ["off", "on"],
         "default_reasoning": "on",
         "tool_calls": True,
+        "freeform_tools": False,
         "resident": True,
     }

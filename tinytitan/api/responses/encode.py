@@ -30,6 +30,9 @@ from .wire import (
     CompactionItem,
     ContentPartAdded,
     ContentPartDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
+    CustomToolCallItem,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     FunctionCallItem,
@@ -234,7 +237,27 @@ class OutputBuilder:
             events.append(OutputTextDelta(sequence_number=self._seq(), item_id=item_id, output_index=index, delta=text))
         return events
 
+    def _custom_call(self, call: ToolCall) -> list[Tagged]:
+        """A custom tool's call: ``custom_tool_call`` with its input streamed (whole) and done."""
+        events = self._close()
+        item = CustomToolCallItem(
+            id=new_item_id("custom_tool_call"), name=call.name, call_id=call.id, namespace=call.namespace or UNSET
+        )
+        index, added = self._added(item)
+        events.append(added)
+        seq = self._seq
+        events.append(
+            CustomToolCallInputDelta(sequence_number=seq(), item_id=item.id, output_index=index, delta=call.arguments)
+        )
+        events.append(
+            CustomToolCallInputDone(sequence_number=seq(), item_id=item.id, output_index=index, input=call.arguments)
+        )
+        events.append(self._done(index, msgspec.structs.replace(item, input=call.arguments, status="completed")))
+        return events
+
     def _call(self, call: ToolCall) -> list[Tagged]:
+        if call.type == "custom":
+            return self._custom_call(call)
         events = self._close()
         item = FunctionCallItem(
             id=new_item_id("function_call"), name=call.name, call_id=call.id, namespace=call.namespace or UNSET
@@ -275,7 +298,7 @@ class OutputBuilder:
         incomplete = finished.reason == "length"
         status = "incomplete" if incomplete else "completed"  # the item the cap cut says so too
         events = self._close(status)
-        if not any(isinstance(item, (MessageItem, FunctionCallItem)) for item in self.output):
+        if not any(isinstance(item, (MessageItem, FunctionCallItem, CustomToolCallItem)) for item in self.output):
             events += self._ensure_open(MessageItem)  # an answer with no text is an empty message
             events += self._close(status)
         response = self.response

@@ -155,6 +155,7 @@ class ModelManager:
                 "reasoning_levels": list(info.reasoning_levels),
                 "default_reasoning": info.default_reasoning,
                 "tool_calls": info.tool_calls,
+                "freeform_tools": info.freeform_grammars,
                 **_described(slot.backend),
             }
         facts["id"] = model_id

@@ -17,6 +17,7 @@ from tinytitan.engine.events import Source, ToolCall
 __all__ = [
     "ChatRequest",
     "FormatRequest",
+    "Freeform",
     "Message",
     "ModelInfo",
     "OutputFormat",
@@ -68,26 +69,49 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Freeform:
+    """A ``custom`` tool's input format as the client sent it: ``text`` (any input) or ``grammar``
+    (``syntax`` ``lark`` / ``regex`` and its ``definition``). ``compiled`` is the validator's: the
+    ``grammar.freeform.InputGrammar`` every call's input is held to."""
+
+    type: str = "text"
+    syntax: str | None = None
+    definition: str | None = None
+    compiled: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
+    """A function tool (``parameters``: its JSON schema), or a ``custom`` (freeform) tool: one whose
+    input is text in its ``format`` (issue 38)."""
+
     name: str
     description: str = ""
     parameters: dict[str, Any] | None = None
     namespace: str | None = None
     type: str = "function"
     source: Source | None = None
+    format: Freeform | None = None  # a custom tool's input format
+
+    @property
+    def custom(self) -> bool:
+        return self.type == "custom"
 
 
 @dataclass(frozen=True, slots=True)
 class ToolChoice:
-    """``auto`` / ``none`` / ``required`` / ``function`` (with ``name``), as the client asked it.
+    """``auto`` / ``none`` / ``required`` / ``function`` (with ``name``: a function or a custom
+    tool), as the client asked it; ``allowed`` the names an ``allowed_tools`` choice keeps.
 
     Each mapper reads its protocol's spelling (Chat's ``{"type": "function", "function": …}``,
-    Responses' ``{"type": "function", "name"}``, Anthropic's ``any`` / ``tool``) into this.
+    Responses' ``{"type": "function", "name"}``, ``{"type": "custom", "name"}``, ``allowed_tools``,
+    Anthropic's ``any`` / ``tool``) into this.
     """
 
     mode: str
     name: str | None = None
     param: str = "tool_choice"
+    allowed: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +197,7 @@ class ModelInfo:
     reasoning_levels: tuple[str, ...] = ("off", "on")  # what its template renders; () = no switch
     default_reasoning: str | None = "on"
     forced_tool_calls: bool = False  # whether the backend can force a tool call
+    freeform_grammars: bool = False  # whether its calls can hold a custom tool's input to a grammar
     tool_calls: bool = True  # whether it has a tool-call syntax (False: no tools or memory in its prompts)
 
 

@@ -31,7 +31,7 @@ from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
-from tinytitan.engine.models.mlx.syntax import HARMONY, wrap_parser
+from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
 from tinytitan.engine.models.mlx.template import (
     ends_in_open_thought,
     template_messages,
@@ -169,8 +169,9 @@ class MlxBackend(Backend):
             return json_tool_parser
 
         def parse_call(text: str, tools: Any) -> Any:
-            openai_tools = template_tools(tuple(t for t in tools or () if isinstance(t, Tool))) or None
-            return parse(text, openai_tools)  # one call or a list (a section may hold several)
+            ours = tuple(t for t in tools or () if isinstance(t, Tool))
+            parsed = parse(text, template_tools(ours) or None)  # one call or a list (a section may hold several)
+            return raw_inputs(self.syntax, text, parsed, {t.name for t in ours if t.custom})
 
         return parse_call
 
@@ -344,18 +345,14 @@ class MlxBackend(Backend):
         return _Detokenizer(self.tokenizer.detokenizer)
 
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
-        """The llguidance mask for structured output or a forced tool call; None for free text."""
-        if request.output_format is None and request.tool_choice not in ("required", "function"):
-            return None
-        from tinytitan.engine.grammar.mask import GrammarMask
-        from tinytitan.engine.models.grammar import grammar_for
+        """The llguidance mask this generation needs (``models.grammar.mask_for``); None for free text."""
+        free = request.output_format is None and request.tool_choice not in ("required", "function")
+        if free and not any(t.custom for t in request.tools):
+            return None  # the common case: nothing to mask, nothing to import
+        from tinytitan.engine.models.grammar import mask_for
 
-        tw = self.tokenizer
         newlines = "{function-name}\n<arg_key>" in self.template  # GLM-4.5 / 4.6 put each pair on a line
-        grammar = grammar_for(request, prompt, self.lltokenizer, tw, syntax=self.syntax, newlines=newlines)
-        if grammar is None:
-            return None
-        return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)
+        return mask_for(request, prompt, self.lltokenizer, self.tokenizer, syntax=self.syntax, newlines=newlines)
 
     def close(self) -> None:
         """Let the disk tier finish writing (server shutdown, after the device worker stopped)."""
