@@ -29,9 +29,10 @@ from tinytitan.engine.cpu_pool import CpuPool
 from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
+from tinytitan.engine.kv.budget import KvBudget
 from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.models.manager import ModelManager
-from tinytitan.engine.queue import AdmissionQueue
+from tinytitan.engine.queue import AdmissionQueue, Ticket
 from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.request.defaults import with_flags
@@ -60,12 +61,19 @@ class Engine:
         max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
         sampling_defaults: Mapping[str, float] | None = None,
+        kv_budget: KvBudget | None = None,
     ) -> None:
         self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
         own = 1 if isinstance(models, ModelManager) else getattr(models, "max_concurrent", 1)
         self.max_concurrent = max(1, max_concurrent or own)
-        self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
+        self.kv_budget = kv_budget  # the KV memory of every row and the prompt caches (--max-kv-memory)
+        if kv_budget is not None:
+            kv_budget.cached = lambda: sum(b.kv_cached_bytes() for b in self.models.built())
+            for backend in self.models.built():
+                backend.bound_kv_cache(kv_budget.room)
+            self.models.on_build = lambda backend: backend.bound_kv_cache(kv_budget.room)
+        self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent, budget=kv_budget)
         self.default_reasoning = default_reasoning
         self.sampling_defaults = dict(sampling_defaults or {})  # serve's --temperature …: over the model's
         self.strip = strip or StripRules()
@@ -159,7 +167,17 @@ class Engine:
         prompt = await self._fitting(validated)
         window = self.models.info(validated.model_id).context_window
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
-        return Job(self, validated, prompt, max_new, self.queue.admit())
+        return Job(self, validated, prompt, max_new, self._admit(validated, prompt, max_new))
+
+    def _admit(self, validated: ValidatedRequest, prompt: Prompt, max_new: int) -> Ticket:
+        """A place in the queue for the row, reserving what its KV cache may grow to; the context error
+        when that could never fit the KV memory budget, even alone."""
+        per_token = self.models.backend(validated.model_id).kv_token_bytes() if self.kv_budget is not None else 0
+        need = per_token * (prompt.n_tokens + max(0, max_new))
+        if self.kv_budget is not None and need > self.kv_budget.limit:
+            why = self.kv_budget.refusal(prompt.n_tokens, max(0, max_new), per_token)
+            raise ContextLengthExceeded(why, param=validated.request.messages_param)
+        return self.queue.admit(need)
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
         """The memory decorator's job, or None to run the request as the client sent it (no usable
@@ -180,7 +198,7 @@ class Engine:
         rounds = MemoryRounds(
             plan, render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu
         )
-        return Job(self, plan.request, prompt, max_new, self.queue.admit(), rounds)
+        return Job(self, plan.request, prompt, max_new, self._admit(validated, prompt, max_new), rounds)
 
     async def on_cpu(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""
