@@ -1,7 +1,8 @@
 """The KV memory budget (``serve --max-kv-memory``, issue 42) over HTTP, on the scripted backend whose
 tokens "take" ``kv_token_bytes`` each: a request whose KV cache would pass the budget beside the running
-ones waits in the queue — keepalives flowing — and runs once a running row leaves; one that could never
-fit, even alone, is refused in each protocol's own envelope while the others go on being served."""
+ones waits in the queue — keepalives flowing — and runs once a running row leaves; one whose prompt could
+never fit, even alone, is refused in each protocol's own envelope while the others go on being served;
+the budget caps a request's output as the context window does."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ BUDGET = 300 * TOKEN  # room for one request of ~20 prompt tokens and 200 output
 SCRIPT = script(
     {"when": {"user_contains": "slow"}, "reply": {"text": "word " * 5000, "chunk_delay_ms": 200}},  # leaves early
     {"when": {"user_contains": "long"}, "reply": {"text": "word " * 5000, "chunk_delay_ms": 20}},
+    {"when": {"user_contains": "endless"}, "reply": {"text": "word " * 5000}},
     {"reply": {"text": "short answer"}},
     kv_token_bytes=TOKEN,
 )
@@ -112,25 +114,44 @@ def test_a_request_that_could_never_fit_is_refused_in_its_protocols_envelope(liv
         assert stream_ok.wait(30)
         message = refuse(live, protocol)
         assert first.result(timeout=120).count("word") == 60  # the running one went on to its cap
-    assert "KV memory budget" in message and "--max-kv-memory" in message and "1000 output tokens" in message
+    assert message.removeprefix("messages: ").startswith("the prompt has ")  # (the Anthropic envelope names the field)
+    assert "KV memory budget of 293 KiB (--max-kv-memory) holds 300 tokens" in message
     again = httpx.post(live.v1 + "/chat/completions", json=chat("hello", 20), timeout=60)
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "short answer"
 
 
+LONG_PROMPT = "word " * 400  # 400 tokens and more: over the 300 the budget holds
+
+
 def refuse(live: LiveServer, protocol: str) -> str:
-    """The refusal of a request whose KV cache alone would pass the budget, read through the protocol's SDK."""
+    """The refusal of a request whose prompt alone would pass the budget, read through the protocol's SDK."""
     if protocol == "messages":
         client = anthropic.Anthropic(base_url=live.url, api_key="x", max_retries=0)
         with pytest.raises(anthropic.BadRequestError) as refused:
-            client.messages.create(model=STUB_MODEL, max_tokens=1000, messages=[{"role": "user", "content": "hi"}])
+            client.messages.create(model=STUB_MODEL, max_tokens=10, messages=[{"role": "user", "content": LONG_PROMPT}])
         error = refused.value.body["error"]  # type: ignore[index]
         assert refused.value.status_code == 400 and error["type"] == "invalid_request_error"
         return str(error["message"])
     oai = openai.OpenAI(base_url=live.v1, api_key="x", max_retries=0)
     with pytest.raises(openai.BadRequestError) as wrong:
         if protocol == "chat":
-            oai.chat.completions.create(model=STUB_MODEL, max_tokens=1000, messages=[{"role": "user", "content": "hi"}])
+            oai.chat.completions.create(
+                model=STUB_MODEL, max_tokens=10, messages=[{"role": "user", "content": LONG_PROMPT}]
+            )
         else:
-            oai.responses.create(model=STUB_MODEL, max_output_tokens=1000, input="hi")
+            oai.responses.create(model=STUB_MODEL, max_output_tokens=10, input=LONG_PROMPT)
     assert wrong.value.status_code == 400 and wrong.value.code == "context_length_exceeded"
-    return str(wrong.value.message)
+    body = wrong.value.body
+    assert isinstance(body, dict) and body["type"] == "invalid_request_error"
+    return str(body["message"])
+
+
+def test_the_budget_caps_a_requests_output_as_the_context_window_does(live: LiveServer) -> None:
+    """A short prompt asking for more output than the budget holds runs, alone if need be, and ends at
+    the budget with the finish reason of a full context window."""
+    r = httpx.post(live.v1 + "/chat/completions", json=chat("endless", 1000), timeout=60)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    usage = answer["usage"]
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert usage["prompt_tokens"] + usage["completion_tokens"] == BUDGET // TOKEN

@@ -230,6 +230,17 @@ def _engine_note(settings: Settings, backend: object = None) -> str:
     return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{kv_note}{disk}"
 
 
+def _kv_budget_note(engine: Engine) -> str:
+    from tinytitan.engine.kv.budget import size_text
+
+    budget = engine.kv_budget
+    assert budget is not None
+    return (
+        f"KV memory budget {size_text(budget.limit)} ({budget.source}) for the running requests and the prompt "
+        "cache together; a request that would pass it waits, one that never fits is refused"
+    )
+
+
 def _memory_note(settings: Settings, info: ModelInfo | None) -> str:
     from tinytitan.engine.memory.scope import refused_reason
 
@@ -364,6 +375,8 @@ def _serve(
             server.should_exit = True
             return
         _say(_banner(engine, settings))
+        if engine.kv_budget is not None:
+            _say(_kv_budget_note(engine))
         if distributed is not None:
             _say(f"TinyTitan {distributed.describe()}")
         if settings.memory:

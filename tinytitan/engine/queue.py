@@ -40,6 +40,11 @@ class Ticket:
             self.release()
             raise
 
+    def tick(self) -> None:
+        """Its row made progress: the budget's line of use, once a minute while rows run."""
+        if self.running and self._queue.budget is not None:
+            self._queue.budget.tick(self._queue.waiting)
+
     def release(self) -> None:
         if not self.released:
             self.released = True
@@ -97,7 +102,6 @@ class AdmissionQueue:
         self._running += 1
         if self.budget is not None:
             self.budget.reserve(ticket.kv_bytes)
-            self.budget.tick(len(self._waiting))
 
     async def _acquire(self, ticket: Ticket) -> None:
         if self._closed is not None:

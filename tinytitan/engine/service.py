@@ -32,7 +32,7 @@ from tinytitan.engine.job import Completion, Job
 from tinytitan.engine.kv.budget import KvBudget
 from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.models.manager import ModelManager
-from tinytitan.engine.queue import AdmissionQueue, Ticket
+from tinytitan.engine.queue import AdmissionQueue
 from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.request.defaults import with_flags
@@ -165,19 +165,25 @@ class Engine:
             if job is not None:
                 return job
         prompt = await self._fitting(validated)
-        window = self.models.info(validated.model_id).context_window
+        window, per_token = self._room(validated, prompt)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
-        return Job(self, validated, prompt, max_new, self._admit(validated, prompt, max_new))
+        return Job(self, validated, prompt, max_new, self.queue.admit(per_token * (prompt.n_tokens + max_new)))
 
-    def _admit(self, validated: ValidatedRequest, prompt: Prompt, max_new: int) -> Ticket:
-        """A place in the queue for the row, reserving what its KV cache may grow to; the context error
-        when that could never fit the KV memory budget, even alone."""
-        per_token = self.models.backend(validated.model_id).kv_token_bytes() if self.kv_budget is not None else 0
-        need = per_token * (prompt.n_tokens + max(0, max_new))
-        if self.kv_budget is not None and need > self.kv_budget.limit:
-            why = self.kv_budget.refusal(prompt.n_tokens, max(0, max_new), per_token)
-            raise ContextLengthExceeded(why, param=validated.request.messages_param)
-        return self.queue.admit(need)
+    def _room(self, validated: ValidatedRequest, prompt: Prompt) -> tuple[int, int]:
+        """The context a row may fill — the model's window, or less where the KV memory budget holds
+        fewer of its tokens (the output budget is capped by it as by the window) — and the bytes a
+        token takes (0: no budget). A prompt the budget cannot hold, even alone, is the context error."""
+        window = self.models.info(validated.model_id).context_window
+        budget = self.kv_budget
+        per_token = self.models.backend(validated.model_id).kv_token_bytes() if budget is not None else 0
+        if budget is None or per_token <= 0:
+            return window, 0
+        holds = budget.limit // per_token
+        if prompt.n_tokens >= holds:
+            raise ContextLengthExceeded(
+                budget.refusal(prompt.n_tokens, per_token), param=validated.request.messages_param
+            )
+        return min(window, holds), per_token
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
         """The memory decorator's job, or None to run the request as the client sent it (no usable
@@ -190,7 +196,10 @@ class Engine:
             return None
         backend = await self.model_backend(validated.model_id)
         prompt = await self.on_cpu(backend.render, plan.request)
-        window = self.models.info(validated.model_id).context_window
+        try:
+            window, per_token = self._room(validated, prompt)
+        except ContextLengthExceeded:
+            window, per_token = 0, 0  # the memory block leaves no room: served without it (refused there if so)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
         if max_new <= 0:
             log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
@@ -198,7 +207,8 @@ class Engine:
         rounds = MemoryRounds(
             plan, render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu
         )
-        return Job(self, plan.request, prompt, max_new, self._admit(validated, prompt, max_new), rounds)
+        ticket = self.queue.admit(per_token * (prompt.n_tokens + max_new))
+        return Job(self, plan.request, prompt, max_new, ticket, rounds)
 
     async def on_cpu(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""

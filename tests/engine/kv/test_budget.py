@@ -39,9 +39,9 @@ def test_a_prompt_cache_gets_what_the_rows_and_the_other_caches_leave() -> None:
 
 
 def test_the_refusal_names_the_budget_and_what_fits() -> None:
-    why = KvBudget(2**20).refusal(prompt_tokens=900, max_new=300, token_bytes=1024)
-    assert "900 prompt tokens and up to 300 output tokens" in why and "would take 1.2 MiB" in why
-    assert "KV memory budget of 1.0 MiB (--max-kv-memory)" in why and "holds 1024 tokens" in why
+    why = KvBudget(2**20).refusal(prompt_tokens=1200, token_bytes=1024)
+    assert why.startswith("the prompt has 1200 tokens, whose KV cache would take 1.2 MiB")
+    assert "KV memory budget of 1.0 MiB (--max-kv-memory) holds 1024 tokens" in why and "--max-kv-memory" in why
 
 
 def test_use_is_logged_once_a_minute_while_rows_run(caplog: pytest.LogCaptureFixture) -> None:

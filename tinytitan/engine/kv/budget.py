@@ -3,10 +3,11 @@ cache's, together.
 
 A row reserves, when it is admitted, what its KV cache can grow to — its prompt and its whole output
 budget, at the model's bytes per token in its form (``form.token_bytes``) — and gives it back when it
-ends. The admission queue (``queue.py``) starts a row only while the reservations fit the budget: a
-row that would pass it waits in the queue, in arrival order (a stream gets its keepalives
-meanwhile), and one that could never fit, even alone, is refused before it is queued
-(``Engine.prepare``: the protocol's context error, naming the budget). The prompt caches' in-memory
+ends. The budget caps a row's context as the context window does (``Engine.prepare``): a prompt it
+cannot hold, even alone, is refused before it is queued with the protocol's context error, naming the
+budget, and the output budget is what the smaller of the two leaves after the prompt. The admission
+queue (``queue.py``) starts a row only while the reservations fit the budget: a row that would pass
+it waits in the queue, in arrival order (a stream gets its keepalives meanwhile). The prompt caches' in-memory
 snapshots count against the budget too, but they can be let go: each holds at most what the rows
 leave (``room``), evicting its least recently used snapshots on the device thread when a row starts
 or a snapshot is stored. So what the KV cache holds never passes the budget by more than a step's
@@ -87,15 +88,14 @@ class KvBudget:
             reserved = self._reserved
         return max(0, self.limit - reserved - (self.cached() - holds))
 
-    def refusal(self, prompt_tokens: int, max_new: int, token_bytes: int) -> str:
-        """Why a row of ``prompt_tokens`` and up to ``max_new`` more, at ``token_bytes`` each, never fits."""
-        need = (prompt_tokens + max_new) * token_bytes
-        fit = self.limit // token_bytes
+    def refusal(self, prompt_tokens: int, token_bytes: int) -> str:
+        """Why a prompt of ``prompt_tokens`` at ``token_bytes`` each never fits, even alone."""
+        need = size_text(prompt_tokens * token_bytes)
         return (
-            f"the KV cache of this request ({prompt_tokens} prompt tokens and up to {max_new} output tokens) "
-            f"would take {size_text(need)}, over the server's KV memory budget of {size_text(self.limit)} "
-            f"({self.source}), which holds {fit} tokens of this model's context; lower max_tokens, shorten "
-            "the conversation, or start the server with a larger --max-kv-memory"
+            f"the prompt has {prompt_tokens} tokens, whose KV cache would take {need}; "
+            f"the server's KV memory budget of {size_text(self.limit)} ({self.source}) holds "
+            f"{self.limit // token_bytes} tokens of this model's context: shorten the conversation, or start the "
+            "server with a larger --max-kv-memory"
         )
 
     def as_json(self, waiting: int = 0) -> dict[str, Any]:
