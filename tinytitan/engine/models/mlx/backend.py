@@ -105,7 +105,9 @@ class MlxBackend(Backend):
         self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
         # a smaller model of the same tokenizer drafting where the lookup has none (--draft-model)
-        self.draft_source = _draft_source(draft_model, self) if draft_model and drafts else None
+        self.draft_source = None
+        if draft_model and drafts:
+            self.draft_source = loading.draft_source(draft_model, self.tokenizer.get_vocab(), self._info.id)
         self._draft: Any = None
 
     # -- facts ------------------------------------------------------------------------------------
@@ -398,18 +400,3 @@ class _Detokenizer(Decoder):
     def finish(self) -> str:
         self._detokenizer.finalize()
         return str(self._detokenizer.last_segment)
-
-
-def _draft_source(name: str, served: MlxBackend) -> ModelSource:
-    """The ``--draft-model``, refused unless its tokenizer is the served model's (the same ids)."""
-    try:
-        source = resolve_model(name)
-    except ModelUnavailable as exc:
-        raise ModelUnavailable(f"--draft-model {name}: {exc.message.replace('--model ', '', 1)}") from None
-    mine = served.tokenizer.get_vocab()
-    if loading.load_tokenizer(source.path).get_vocab() != mine:
-        raise ModelUnavailable(
-            f"--draft-model {name}: its tokenizer is not {served.info.id}'s, so its tokens would mean other "
-            "text; give a model of the same family (same tokenizer), or leave --draft-model out"
-        )
-    return source
