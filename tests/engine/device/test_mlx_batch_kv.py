@@ -4,12 +4,14 @@ tiny model with heads of 64 (``tiny-kv``), on this test's device thread.
 Rows decoded together — with drafts or without — give exactly the tokens each gives alone under the
 same quantized cache; a row cancelled mid-prefill leaves a whole prefix behind; a prompt-cache hit
 and a disk-tier hit after a restart give the tokens a cold start gives, the disk holding the
-quantized form in smaller files.
+quantized form in smaller files. Every test runs under both attentions (the ``attention`` fixture): a
+quantized cache's prefill chunk attends over dequantized keys through
+``mx.fast.scaled_dot_product_attention``, which the NumPy CPU attention takes over once a float32 CPU
+model is loaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +31,6 @@ LOOPED = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4 + [11, 12, 13]  # the draf
 PROMPTS = [LOOPED, LOOPED[5:], [7, 8, 9] * 6]
 CAPS = [12, 20, 36]
 LONG = list(range(1000, 1700))  # 700 tokens: two lone chunks of the tiny model (512 each)
-
-
-@pytest.fixture(scope="module", params=["mlx attention", "NumPy attention"])
-def attention(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A prefill chunk of a quantized cache attends over dequantized keys through
-    ``mx.fast.scaled_dot_product_attention``, which the NumPy CPU attention takes over once a float32
-    CPU model is loaded: every test runs under both."""
-    from tinytitan.engine.models.mlx import cpu_attention
-
-    was = cpu_attention.installed()
-    (cpu_attention.install if request.param == "NumPy attention" else cpu_attention.uninstall)()
-    yield request.param
-    (cpu_attention.install if was else cpu_attention.uninstall)()
 
 
 @pytest.fixture(scope="module")
