@@ -167,7 +167,8 @@ class Engine:
         prompt = await self._fitting(validated)
         window, per_token = self._room(validated, prompt)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
-        return Job(self, validated, prompt, max_new, self.queue.admit(per_token * (prompt.n_tokens + max_new)))
+        ticket = self.queue.admit(per_token * (prompt.n_tokens + max(0, max_new)))
+        return Job(self, validated, prompt, max_new, ticket)
 
     def _room(self, validated: ValidatedRequest, prompt: Prompt) -> tuple[int, int]:
         """The context a row may fill — the model's window, or less where the KV memory budget holds
