@@ -20,12 +20,14 @@ from tinytitan.cli.options import (
     DraftModel,
     Drafts,
     Dtype,
+    KvCache,
     Memory,
     MemoryDir,
     ModelFlags,
     ModelsDir,
     memory_dir,
     option,
+    with_kv_flags,
     with_model_flags,
     with_sampling_flags,
 )
@@ -45,6 +47,7 @@ def _fail(message: str) -> typer.Exit:
 
 @with_model_flags()
 @with_sampling_flags
+@with_kv_flags
 def serve(
     flags: ModelFlags = ModelFlags(),
     models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
@@ -159,6 +162,7 @@ def serve(
     sampling: dict[str, float] | None = None,  # --temperature …: with_sampling_flags
     drafts: Drafts = True,
     draft_model: DraftModel = None,
+    kv: KvCache = KvCache(),  # --kv-bits … --max-kv-memory: with_kv_flags
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -194,6 +198,7 @@ def serve(
             launch_dir=os.getcwd(),
             models_dirs=tuple(str(d) for d in models_dir),
             sampling_defaults=sampling or {},
+            **kv.settings(),
         )
         settings.check()
     except ValueError as exc:  # a bad reasoning level, a SettingsError
@@ -220,7 +225,20 @@ def _engine_note(settings: Settings, backend: object = None) -> str:
     drafts = ", prompt-lookup drafts" if on else ""
     if on and settings.draft_model:
         drafts += f" and {Path(settings.draft_model.rstrip('/')).name}'s"  # a path's or hub id's last part
-    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{disk}"
+    kv = getattr(backend, "kv", settings.kv_form())  # a built model's own: full where its heads do not fit
+    kv_note = f", {kv.describe()}" if kv is not None else ""
+    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{kv_note}{disk}"
+
+
+def _kv_budget_note(engine: Engine) -> str:
+    from tinytitan.engine.kv.budget import size_text
+
+    budget = engine.kv_budget
+    assert budget is not None
+    return (
+        f"KV memory budget {size_text(budget.limit)} ({budget.source}) for the running requests and the prompt "
+        "cache together; a request that would pass it waits, one that never fits is refused"
+    )
 
 
 def _memory_note(settings: Settings, info: ModelInfo | None) -> str:
@@ -298,9 +316,10 @@ def run_server(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
-    if distributed is not None and (settings.models_dirs or settings.draft_model):
+    if distributed is not None and (settings.models_dirs or settings.draft_model or settings.kv_bits):
         raise _fail(
-            "a distributed group serves one --model, in lockstep; --models-dir and --draft-model are for one machine"
+            "a distributed group serves one --model, in lockstep; --models-dir, --draft-model and --kv-bits are "
+            "for one machine"
         )
     if distributed is not None:  # the group decodes in lockstep, one request at a time, no drafts
         settings = dataclasses.replace(settings, max_concurrent=1, drafts=False)
@@ -356,6 +375,8 @@ def _serve(
             server.should_exit = True
             return
         _say(_banner(engine, settings))
+        if engine.kv_budget is not None:
+            _say(_kv_budget_note(engine))
         if distributed is not None:
             _say(f"TinyTitan {distributed.describe()}")
         if settings.memory:

@@ -145,6 +145,10 @@ class StubBackend(Backend):
             tool_calls=bool(s.get("tool_calls", True)),
         )
 
+    def kv_token_bytes(self) -> int:
+        """A script's ``kv_token_bytes``: what one token of context would take (KV memory budget tests)."""
+        return int(self.script.get("kv_token_bytes", 0))
+
     def count_text(self, text: str) -> int:
         if not self.has_tokenizer:
             raise Unsupported("this backend has no tokenizer")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
@@ -26,6 +26,7 @@ from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.device.mlx_batch import PREFILL_STEP, MlxBatch
 from tinytitan.engine.device.placement import DTYPES, compute_dtype
 from tinytitan.engine.errors import InvalidRequest, ShuttingDown
+from tinytitan.engine.kv.form import KvForm, served_form, token_bytes
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
@@ -68,6 +69,7 @@ class MlxBackend(Backend):
         draft_model: str | None = None,
         device: str | None = None,
         distributed: Distributed | None = None,
+        kv: KvForm | None = None,
     ) -> None:
         if dtype not in DTYPES:
             choices = ", ".join(DTYPES)
@@ -86,7 +88,8 @@ class MlxBackend(Backend):
             )
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
-        disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20) if prompt_cache_dir else None
+        self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
+        disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
         self.distributed = distributed  # serving as one rank of an mlx.distributed group (issue #19)
@@ -102,7 +105,9 @@ class MlxBackend(Backend):
         self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
         # a smaller model of the same tokenizer drafting where the lookup has none (--draft-model)
-        self.draft_source = _draft_source(draft_model, self) if draft_model and drafts else None
+        self.draft_source = None
+        if draft_model and drafts:
+            self.draft_source = loading.draft_source(draft_model, self.tokenizer.get_vocab(), self._info.id)
         self._draft: Any = None
 
     # -- facts ------------------------------------------------------------------------------------
@@ -128,8 +133,20 @@ class MlxBackend(Backend):
         """The model identity prompt-cache snapshots are keyed by (``loading.model_identity``)."""
         if self._identity is None:
             shard = self.distributed.shard_name if self.distributed is not None else None
-            self._identity = loading.model_identity(self.source.path, self.dtype, self.device, shard)
+            identity = loading.model_identity(self.source.path, self.dtype, self.device, shard)
+            self._identity = identity if self.kv is None else f"{identity}-{self.kv.tag}"  # one KV form per key
         return self._identity
+
+    def kv_cached_bytes(self) -> int:
+        return self.prompt_cache.nbytes
+
+    def bound_kv_cache(self, room: Callable[[int], int]) -> None:
+        self.prompt_cache.room = room
+
+    def kv_token_bytes(self) -> int:
+        """Bytes one token of context takes in this model's KV cache, every layer, in its form (0: unknown)."""
+        dtype = compute_dtype(self.dtype, self.device) or str(self.config.get("torch_dtype") or "bfloat16")
+        return token_bytes(self.config, dtype, self.kv) or 0
 
     @property
     def tokenizer(self) -> Any:
@@ -330,8 +347,10 @@ class MlxBackend(Backend):
             counted=self._count,
             drafts=self.drafts,
             draft_model=self._draft,
+            kv=self.kv,
         )
         self.drafts = self.batch.speculator is not None  # off where this mlx-lm lacks what drafts need
+        self.kv = self.batch.kv  # … and full precision where it lacks what the quantized cache needs
         return self.batch
 
     def _count(self, n: int) -> None:
@@ -378,18 +397,3 @@ class _Detokenizer(Decoder):
     def finish(self) -> str:
         self._detokenizer.finalize()
         return str(self._detokenizer.last_segment)
-
-
-def _draft_source(name: str, served: MlxBackend) -> ModelSource:
-    """The ``--draft-model``, refused unless its tokenizer is the served model's (the same ids)."""
-    try:
-        source = resolve_model(name)
-    except ModelUnavailable as exc:
-        raise ModelUnavailable(f"--draft-model {name}: {exc.message.replace('--model ', '', 1)}") from None
-    mine = served.tokenizer.get_vocab()
-    if loading.load_tokenizer(source.path).get_vocab() != mine:
-        raise ModelUnavailable(
-            f"--draft-model {name}: its tokenizer is not {served.info.id}'s, so its tokens would mean other "
-            "text; give a model of the same family (same tokenizer), or leave --draft-model out"
-        )
-    return source
