@@ -134,6 +134,7 @@ def test_clear_starts_a_new_conversation(server: ServerProcess, tmp_path: Path) 
 def test_ctrl_c_at_the_prompt_clears_the_line(server: ServerProcess, tmp_path: Path) -> None:
     child = _chat(server, tmp_path)
     child.send("half a thought")
+    child.expect_exact("half a thought")  # the editor has the keys
     child.sendintr()
     _ask(child, "apples")
     assert _user_texts(_requests(server)[-1]) == ["apples"]

@@ -25,6 +25,7 @@ SLOW = " ".join(f"w{i}" for i in range(400))  # 150 ms apart: a minute unless st
 STEADY = " ".join(f"s{i}" for i in range(30))  # 100 ms apart: about three seconds
 USAGE = re.compile(r"\d+ tokens · ")
 RULES: list[dict[str, Any]] = [
+    {"when": {"user_contains": "paste"}, "reply": {"text": "read at last", "prefill_ms": 600_000}},  # a long read
     {"when": {"user_contains": "slowly"}, "reply": {"text": SLOW, "chunk_delay_ms": 150}},
     {"when": {"user_contains": "steadily"}, "reply": {"text": STEADY, "chunk_delay_ms": 100}},
     {"when": {"user_contains": "apples"}, "reply": {"text": "Apples are red."}},
@@ -108,6 +109,42 @@ def test_keys_typed_while_an_answer_finishes_wait_at_the_next_prompt(server: Ser
     chat.key("Enter")
     chat.wait_for("Apples are red.")
     assert _users(server) == ["count steadily", "and apples!"]
+
+
+def test_a_line_typed_with_enter_during_an_answer_is_sent_after_it(server: ServerProcess, term: Any) -> None:
+    """As at the prompt (and in ``ollama run``): Enter sends the line typed ahead, once the answer is done."""
+    chat = term("chat", "--url", server.url)
+    chat.wait_for(PROMPT)
+    chat.type("count steadily")
+    chat.key("Enter")
+    chat.wait_for("s2")
+    chat.type("and apples?")
+    chat.key("Enter")
+    screen = chat.wait_for("Apples are red.")
+    assert "s29" in screen.split("Apples are red.")[0]  # after the whole first answer
+    assert _users(server) == ["count steadily", "and apples?"]
+    assert _prompt_lines(screen).count(PROMPT + "and apples?") == 1  # the line sent shows on its prompt, once
+
+
+def test_ctrl_c_before_the_first_word_withdraws_the_message(server: ServerProcess, term: Any) -> None:
+    """A paste stopped while the model still reads it is not kept: the next message is read without
+    it, and the paste waits in the input line to be edited or cleared."""
+    chat = term("chat", "--url", server.url)
+    chat.wait_for(PROMPT)
+    chat.type("a long paste of notes")
+    chat.key("Enter")
+    chat.wait_for("waiting for the model")
+    chat.key("C-c")
+    screen = chat.wait_for(re.compile(r"back in the input line\n>>> a long paste of notes$", re.M))
+    assert "the conversation is kept" not in screen
+    chat.key("C-c")  # clears the line
+    chat.wait_for(re.compile(r"back in the input line\n>>> *$", re.M))
+    chat.type("Say hi.")
+    chat.key("Enter")
+    chat.wait_for("hello from tinytitan")
+    assert _users(server) == ["Say hi."]  # the withdrawn paste is not in the conversation
+    _leave(chat)
+    assert chat.exit_status() == 0
 
 
 def test_a_server_shut_down_mid_answer_keeps_what_was_shown(term: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, serve_stub_process
 from tinytitan.testing.scripts import script
-from tinytitan.testing.terminal import PROMPT, spawn_chat
+from tinytitan.testing.terminal import PROMPT, spawn, spawn_chat
 
 CHAT = {"messages": [{"role": "user", "content": "Count me, please."}]}
 TOOLS = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
@@ -153,9 +153,7 @@ def test_count_tokens_at_a_terminal_says_it_reads_stdin(tmp_path: Path) -> None:
     stub = tmp_path / "stub.json"
     stub.write_text(json.dumps(script()))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    child = pexpect.spawn(
-        sys.executable, ["-m", "tinytitan", "count-tokens", "--stub", str(stub)], env=env, encoding="utf-8", timeout=60
-    )
+    child = spawn(sys.executable, ["-m", "tinytitan", "count-tokens", "--stub", str(stub)], env=env)
     child.expect_exact("reading the request from stdin (end it with Ctrl-D), or give REQUEST.json")
     child.send(json.dumps(CHAT) + "\n")
     child.sendeof()

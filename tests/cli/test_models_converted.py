@@ -14,6 +14,7 @@ import pexpect
 from tinytitan.engine.models.gguf.cache import SOURCE_FILE, converted_copies
 from tinytitan.engine.models.mlx.embedded import embedded_gguf
 from tinytitan.testing.process import REPO_ROOT
+from tinytitan.testing.terminal import spawn
 
 EMBEDDED = "embedded:SmolLM2-135M-Instruct"
 
@@ -72,9 +73,7 @@ def test_models_lists_the_converted_copies_and_rm_clears_them(tmp_path: Path) ->
     assert "removed the converted copy of " + EMBEDDED in removed.stdout and "the GGUF file stays" in removed.stdout
     assert not embedded.exists() and gguf.exists()
 
-    child = pexpect.spawn(
-        sys.executable, ["-m", "tinytitan", "models", "rm", orphan.name], env=_env(tmp_path), encoding="utf-8"
-    )
+    child = spawn(sys.executable, ["-m", "tinytitan", "models", "rm", orphan.name], env=_env(tmp_path))
     child.expect_exact("remove the converted copy of " + orphan.name)
     child.sendline("y")
     child.expect(pexpect.EOF)

@@ -24,7 +24,7 @@ from rich.text import Text
 from tinytitan.chat.client import ChatError, ServerDown
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
-from tinytitan.chat.interrupts import sigint_held
+from tinytitan.chat.interrupts import CtrlC
 from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
 from tinytitan.chat.tools import TOOLS
@@ -124,6 +124,8 @@ class ChatApp:
                 self.say("stopped", style="yellow")
             return None
         outcome = self.runner.run(line)
+        if outcome == "withdrawn" and self.interactive:  # stopped before the answer began: edit and resend
+            self.typeahead.put_back(line)
         return "failed" if outcome == "failed" else None
 
     def interactive_loop(self) -> int:
@@ -131,27 +133,30 @@ class ChatApp:
 
         editor = Editor()
         self.banner()
-        leaving = False  # the last key was Ctrl-C on an empty line
-        while True:
-            try:
-                line = editor.read(default=self.typeahead.take())
-                leaving = False
-                if line.strip() and self._handle(line) == EXIT:
+        leaving = False  # the last key was Ctrl-C on an empty line: another one leaves
+        with CtrlC(restore=False) as keys:  # leaving, a press only counts until _shut_down ignores it
+            while True:
+                try:
+                    try:
+                        keys.arm(keep=leaving)  # a press while the hint printed counts as the second
+                        ahead, sent = self.typeahead.take()
+                        line = editor.read(default=ahead, sent=sent)
+                        leaving = False
+                        if line.strip() and self._handle(line) == EXIT:
+                            return 0
+                    finally:
+                        keys.disarm()  # from here to the next arm() a press is only counted
+                except EOFError:
                     return 0
-            except EOFError:
-                return 0
-            except ServerDown:
-                pass  # shown as one red line; the server may come back
-            except KeyboardInterrupt:
-                # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
-                # reading yet (two quick presses): the second in a row leaves
-                if leaving:
-                    return 0
-                leaving = True
-                with sigint_held() as held:
+                except ServerDown:
+                    pass  # shown as one red line; the server may come back
+                except KeyboardInterrupt:
+                    # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
+                    # reading yet (two quick presses): the second in a row leaves
+                    if leaving:
+                        return 0
+                    leaving = True
                     self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
-                if held.pressed:
-                    return 0
 
     def one_shot(self, prompt: str) -> int:
         """Answer one message (as a piped line is answered) and leave."""
