@@ -198,8 +198,14 @@ def _one_prompt(prompt: str) -> str:
     return f"{prompt}\n\n{piped}" if piped.strip() else prompt
 
 
+EMPTY_PROMPT = 'the prompt is empty; give a message (tinytitan chat "What is 2+2?"), or none to chat'
+
+
 def run_chat(options: ChatOptions) -> int:
     interactive = sys.stdin.isatty() and options.prompt is None
+    if options.prompt is not None and not options.prompt.strip() and sys.stdin.isatty():  # nothing piped either
+        sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
+        return 2
     try:
         target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
     except (ChatError, OSError, ValueError) as exc:  # --url not answering or refusing; a model not loadable
@@ -208,6 +214,7 @@ def run_chat(options: ChatOptions) -> int:
     except KeyboardInterrupt:  # while connecting
         return 130
     code = 2
+    target.client.interactive = interactive
     try:
         model = options.model if options.url and options.model else (target.models or ["default"])[0]
         if options.url and options.model and not target.client.accepts(options.model):
@@ -220,7 +227,11 @@ def run_chat(options: ChatOptions) -> int:
             sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
         app = ChatApp(target, session, interactive=interactive, tools=tools)
         if options.prompt is not None:
-            code = app.one_shot(_one_prompt(options.prompt))
+            message = _one_prompt(options.prompt)
+            if not message.strip():
+                sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
+                return code
+            code = app.one_shot(message)
         else:
             code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code

@@ -64,7 +64,9 @@ def _system(chat: ChatApp, arg: str) -> None:
 def _reasoning(chat: ChatApp, arg: str) -> None:
     from tinytitan.engine.request.reasoning import LADDER, normalize_level
 
-    levels = chat.target.reasoning_levels  # None: not known here (a server's model)
+    levels = chat.target.reasoning_levels  # in-process: the model's own
+    if levels is None:  # a server's model: as the server publishes them (None: it does not say)
+        levels = chat.target.client.reasoning_levels(chat.session.model)
     words = ", ".join(LADDER) + " or default"
     if levels == ():
         where = "this model has no reasoning switch (a level changes nothing)"
@@ -137,7 +139,7 @@ def _load(chat: ChatApp, arg: str) -> None:
 
 def _compact(chat: ChatApp, _arg: str) -> None:
     from tinytitan.engine.errors import InvalidRequest
-    from tinytitan.engine.passes.compaction import decode_payload
+    from tinytitan.engine.passes.compaction import MODE_WORDS, decode_payload
 
     if not chat.session.items:
         chat.say("nothing to compact yet", style="dim")
@@ -155,10 +157,11 @@ def _compact(chat: ChatApp, _arg: str) -> None:
         raise ChatError(f"the server's compaction note is unreadable: {exc.message}") from None
     chat.session.items[:] = output
     usage = result.get("usage") or {}
+    how = MODE_WORDS.get(str(note.get("mode")), "")
     chat.say(
-        f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters "
-        f"({note.get('mode')}); its passes read {usage.get('input_tokens', '?')} tokens and wrote "
-        f"{usage.get('output_tokens', '?')}, discarded passes included",
+        f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters"
+        f"{', ' + how if how else ''}; the model read {usage.get('input_tokens', '?')} tokens and wrote "
+        f"{usage.get('output_tokens', '?')} for it",
         style="dim",
     )
 

@@ -31,7 +31,7 @@ class Target:
     client: ChatClient
     where: str  # for the banner: "server at URL" or "in-process (…)"
     models: list[str]
-    reasoning_levels: tuple[str, ...] | None = None  # known only in-process (the server does not publish them)
+    reasoning_levels: tuple[str, ...] | None = None  # in-process: the model's own (a server says them per model)
     server: object | None = field(default=None, repr=False)  # the BackgroundServer, in-process
 
     def close(self) -> bool:

@@ -41,6 +41,7 @@ __all__ = [
     "COMPRESS_ASK",
     "HANDOVER_ASK",
     "HANDOVER_INSTRUCTION",
+    "MODE_WORDS",
     "PAYLOAD_VERSION",
     "RETRY_ASK",
     "CompactionResult",
@@ -200,6 +201,18 @@ def is_repetition_loop(note: str) -> bool:
 
 
 # -- the algorithm ----------------------------------------------------------------------------------
+
+
+# each mode in plain words (the CLI's and the chat's summaries)
+MODE_WORDS = {
+    "model": "written by the model",
+    "compressed": "written by the model, then shortened by it",
+    "extractive": "cut from the conversation itself (the model's notes did not fit)",
+}
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,11 +377,11 @@ async def compact(
                 note, tokens = await worker.trim_to_budget(shorter or note)
                 mode = "extractive"
     info_model = engine.info_for(model).id
-    log.info("compaction: mode %s, %d tokens (budget %d, %d passes)", mode, tokens, budget, worker.passes)
+    log.info("compaction: mode %s, %d tokens (budget %d, %s)", mode, tokens, budget, _plural(worker.passes, "pass"))
     written = worker.usage.completion_tokens
     discarded = f", {worker.discarded} discarded as loops" if worker.discarded else ""
     worker.progress(
-        f"compaction done: {mode}, a note of {tokens} tokens (budget {budget}); "
-        f"{worker.passes} pass{'es' if worker.passes > 1 else ''} wrote {written} tokens{discarded}"
+        f"compaction done: a note of {tokens} tokens (budget {budget}), {MODE_WORDS.get(mode, mode)}; "
+        f"{_plural(worker.passes, 'pass')} wrote {written} tokens{discarded}"
     )
     return CompactionResult(note, mode, tokens, budget, info_model, worker.usage, worker.passes, worker.discarded)
