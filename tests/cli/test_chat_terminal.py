@@ -218,6 +218,19 @@ def test_reasoning_on_a_model_without_a_switch(tmp_path: Path, term: Any) -> Non
     assert chat.exit_status() == 0
 
 
+def test_reasoning_against_a_server_whose_model_has_no_switch(term: Any) -> None:
+    """The server publishes the model's levels (none here): the chat says so, as it does in-process."""
+    with serve_stub_process(script(reasoning_levels=[])) as own:
+        chat = term("chat", "--url", own.url)
+        chat.wait_for(PROMPT)
+        chat.type("/reasoning")
+        chat.key("Enter")
+        screen = " ".join(chat.wait_for(re.compile(r"^reasoning: [\s\S]*^>>>", re.M)).split())
+        assert "this model has no reasoning switch" in screen and "the server applies the nearest" not in screen
+        _leave(chat)
+        assert chat.exit_status() == 0
+
+
 SHAPES: dict[str, Any] = {
     "responses": {
         "model": "stub-model",

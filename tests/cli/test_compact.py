@@ -108,6 +108,17 @@ def test_corrupt_session_is_a_clear_error(tmp_path: Path, session: str) -> None:
     assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("budget", ["0", "-5"])
+def test_a_budget_below_one_names_the_flag(tmp_path: Path, budget: str) -> None:
+    path, script = _files(tmp_path, RESPONSES)
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script), "--max-tokens", budget])
+    assert result.exit_code == 2 and "max_compaction_tokens" not in result.output
+    assert (
+        result.stderr.strip()
+        == f"tinytitan compact: --max-tokens is the note's budget in tokens, at least 1 (not {budget})"
+    )
+
+
 def test_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:
     _path, script = _files(tmp_path, RESPONSES)
     result = CliRunner().invoke(app, ["compact", str(tmp_path / "missing.json"), "--stub", str(script)])
