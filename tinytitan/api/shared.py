@@ -64,7 +64,7 @@ def _head(answer: Response[Any], media_type: str = "application/json") -> Respon
 @head("/", sync_to_thread=False)
 def root_head() -> Response[None]:
     """What a client that checks the address first sends (Claude Code, on every start)."""
-    return _head(root.fn(), "text/plain")
+    return _head(Response(_ROOT, media_type="text/plain"), "text/plain")
 
 
 @get("/health", sync_to_thread=False)

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -45,6 +46,7 @@ class ChatOptions:
     max_tokens: int | None = None
     tools: bool = False
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
+    loading: Callable[[], AbstractContextManager[None]] | None = None  # held open while it loads (a spinner)
     prompt: str | None = None  # one message to answer, then leave (with piped stdin appended)
 
 
@@ -207,7 +209,13 @@ def run_chat(options: ChatOptions) -> int:
         sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
         return 2
     try:
-        target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
+        target = connect(
+            options.url,
+            options.server,
+            api_key=options.api_key,
+            before_model=options.before_model,
+            loading=options.loading,
+        )
     except (ChatError, OSError, ValueError) as exc:  # --url not answering or refusing; a model not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
