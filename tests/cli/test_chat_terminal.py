@@ -68,16 +68,22 @@ def _leave(chat: Tmux) -> None:
     chat.key("Enter")
 
 
+def _asking(term: Any, server: ServerProcess, message: str, until: str) -> Tmux:
+    """A chat with ``server`` that has sent ``message`` and shows ``until``."""
+    chat: Tmux = term("chat", "--url", server.url)
+    chat.wait_for(PROMPT)
+    chat.type(message)
+    chat.key("Enter")
+    chat.wait_for(until)
+    return chat
+
+
 def _prompt_lines(screen: str) -> list[str]:
     return [line for line in screen.splitlines() if line.startswith(PROMPT)]
 
 
 def test_keys_typed_during_an_answer_and_ctrl_c_become_the_next_prompt(server: ServerProcess, term: Any) -> None:
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("count slowly")
-    chat.key("Enter")
-    chat.wait_for("w3 ")
+    chat = _asking(term, server, "count slowly", until="w3 ")
     chat.type("zebra crossing")
     chat.wait_for("w12 ")  # the answer went on streaming after the keys
     assert "zebra" not in chat.screen()  # not echoed into the answer
@@ -95,11 +101,7 @@ def test_keys_typed_during_an_answer_and_ctrl_c_become_the_next_prompt(server: S
 
 
 def test_keys_typed_while_an_answer_finishes_wait_at_the_next_prompt(server: ServerProcess, term: Any) -> None:
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("count steadily")
-    chat.key("Enter")
-    chat.wait_for("s2")
+    chat = _asking(term, server, "count steadily", until="s2")
     chat.type("and apples?")
     chat.key("BSpace")  # Backspace works on what was typed ahead
     chat.type("!")
@@ -113,11 +115,7 @@ def test_keys_typed_while_an_answer_finishes_wait_at_the_next_prompt(server: Ser
 
 def test_a_line_typed_with_enter_during_an_answer_is_sent_after_it(server: ServerProcess, term: Any) -> None:
     """As at the prompt (and in ``ollama run``): Enter sends the line typed ahead, once the answer is done."""
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("count steadily")
-    chat.key("Enter")
-    chat.wait_for("s2")
+    chat = _asking(term, server, "count steadily", until="s2")
     chat.type("and apples?")
     chat.key("Enter")
     screen = chat.wait_for("Apples are red.")
@@ -129,11 +127,7 @@ def test_a_line_typed_with_enter_during_an_answer_is_sent_after_it(server: Serve
 def test_ctrl_c_before_the_first_word_withdraws_the_message(server: ServerProcess, term: Any) -> None:
     """A paste stopped while the model still reads it is not kept: the next message is read without
     it, and the paste waits in the input line to be edited or cleared."""
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("a long paste of notes")
-    chat.key("Enter")
-    chat.wait_for("waiting for the model")
+    chat = _asking(term, server, "a long paste of notes", until="waiting for the model")
     chat.key("C-c")
     screen = chat.wait_for(re.compile(r"back in the input line\n>>> a long paste of notes$", re.M))
     assert "the conversation is kept" not in screen
