@@ -57,6 +57,13 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=300)
         assert r.status_code == 200, r.text
         assert "Paris" in r.json()["choices"][0]["message"]["content"]
+        # the README's question at the model's own sampling (no values sent): right on every seed
+        asked = {**body, "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 32}
+        del asked["temperature"]
+        for seed in range(10):
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={**asked, "seed": seed}, timeout=300)
+            answer = r.json()["choices"][0]["message"]["content"]
+            assert "Paris" in answer, f"seed {seed}: {answer!r}"
         banner = log.read_text()
         assert "serving the embedded SmolLM2-135M-Instruct" in banner and "the hub is offline" in banner
         assert "TinyTitan serving 'SmolLM2-135M-Instruct'" in banner
