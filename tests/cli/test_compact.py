@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,16 @@ def _files(tmp_path: Path, session: Any) -> tuple[Path, Path]:
     [RESPONSES, {"input": RESPONSES}, CHAT, {"messages": CHAT}, MESSAGES],
     ids=["responses items", "responses body", "chat messages", "chat body", "messages body"],
 )
-def test_compact_prints_the_note(tmp_path: Path, session: Any) -> None:
+def test_compact_prints_the_note(tmp_path: Path, session: Any, caplog: pytest.LogCaptureFixture) -> None:
     path, script = _files(tmp_path, session)
+    caplog.set_level(logging.INFO, logger="tinytitan")
     result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == NOTE
     assert "compaction pass 1" in result.stderr
+    # the summary in words, counted right: no "(model)" mode name, no "1 passes" (in the log either)
+    assert "written by the model; 1 pass wrote" in result.stderr and "done: model," not in result.stderr
+    assert "1 pass)" in caplog.text and "1 passes" not in caplog.text
 
 
 def test_compact_json_is_the_endpoint_object(tmp_path: Path) -> None:
