@@ -315,8 +315,9 @@ def test_ctrl_c_while_the_fast_cpu_reexec_starts_python_ends_quietly(tmp_path: P
     from tinytitan.testing.tiny_model import tiny_model_dir
 
     pressed = tmp_path / "pressed"
-    (tmp_path / "sitecustomize.py").write_text(
+    (tmp_path / "sitecustomize.py").write_text(  # Ctrl-C as at a terminal (a shell's background job ignores it)
         f"import os, signal\nif os.environ.get({REEXEC_ENV!r}):\n"
+        "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"    open({str(pressed)!r}, 'w').close()\n    os.kill(os.getpid(), signal.SIGINT)\n"
     )
     done = subprocess.run(

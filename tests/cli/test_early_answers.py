@@ -17,7 +17,6 @@ def test_health_says_the_step_and_ready_says_not_yet() -> None:
     sock = listen("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     with sock, EarlyAnswers(sock) as early:
-        assert httpx.get(url + "/health", timeout=10).json() == {"status": "loading"}
         early.note("converting model.gguf (98 MB) into an MLX model, once")
         health = httpx.get(url + "/health", timeout=10)
         ready = httpx.get(url + "/ready?probe=1", timeout=10)
@@ -34,6 +33,7 @@ def test_any_other_request_waits_for_the_server() -> None:
     answers: list[httpx.Response] = []
     with sock:
         with EarlyAnswers(sock) as early:
+            early.note("loading the tokenizer")
             client = threading.Thread(
                 target=lambda: answers.append(httpx.post(url + "/v1/chat/completions", json={"x": 1}, timeout=30))
             )

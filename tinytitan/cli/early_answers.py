@@ -1,7 +1,8 @@
 """What ``tinytitan serve``'s port answers before the web stack is up (a GGUF file converting).
 
 ``serve`` binds its port first; while it still reads or converts the model — before uvicorn takes
-the socket over — ``EarlyAnswers`` answers on it from a thread: ``/health`` 200 and ``/ready`` 503
+the socket over — ``EarlyAnswers`` answers on it from a thread, once loading has said its first
+step (a refusal in the first instants leaves the port as it was): ``/health`` 200 and ``/ready`` 503
 with ``{"status": "loading", "step": …}``, as the server answers them once it runs, each connection
 closed after its answer. Any other request waits, as it would in the listen backlog: its connection
 is held, and once the block ends it is relayed to the same port (where the server then accepts it),
@@ -59,6 +60,9 @@ class EarlyAnswers:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.step is None:  # nothing under way to report yet (a stub, a quick check)
+                self._stop.wait(0.05)
+                continue
             if not select.select([self.sock], [], [], 0.05)[0]:
                 continue
             try:
