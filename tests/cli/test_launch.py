@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tinytitan.testing.other_server import other_server
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, free_port, serve_stub_process
 from tinytitan.testing.waiting import wait_until
 
@@ -88,6 +89,13 @@ def test_an_agent_not_installed_says_how_to_install_it(agent: str, package: str)
 def test_a_server_that_does_not_answer(tmp_path: Path) -> None:
     _agent(tmp_path, "claude")
     _refused(_launch("claude", "--url", f"http://127.0.0.1:{free_port()}", path=tmp_path), "no server answers at")
+
+
+def test_a_url_where_something_else_answers(tmp_path: Path) -> None:
+    _agent(tmp_path, "claude")
+    with other_server() as url:
+        done = _launch("claude", "--url", url, path=tmp_path)
+    _refused(done, f"something other than a TinyTitan server answers at {url} (GET /health answered 404)")
 
 
 def test_a_server_that_wants_a_key(tmp_path: Path, server: ServerProcess) -> None:

@@ -225,7 +225,7 @@ def reasoning_level(reasoning: str | None, thinking: str | None) -> str | None:
     word = reasoning if reasoning is not None else thinking
     level = normalize_level(word) if word is not None else None
     if word is not None and level is None:
-        raise ValueError(f"unknown reasoning level '{word}'")
+        raise ValueError(f"unknown reasoning level '{word}'; one of {_LEVELS}")
     return level
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from tinytitan.launch.agents import AGENTS, Agent
-from tinytitan.launch.server import ChildServer, LaunchError, alive, local_url, served
+from tinytitan.launch.server import ChildServer, LaunchError, alive, local_url, served, why_not_alive
 
 __all__ = ["LaunchOptions", "find_agent", "launch", "run_agent"]
 
@@ -82,8 +82,9 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
         url: str | None = None
         if options.url:
             url = options.url if "://" in options.url else "http://" + options.url
-            if not alive(url.rstrip("/").removesuffix("/v1")):
-                raise LaunchError(f"no server answers at {options.url} (start one with: tinytitan serve)")
+            root = url.rstrip("/").removesuffix("/v1")
+            if not alive(root):
+                raise LaunchError(why_not_alive(root))
         elif not options.start and alive(local_url()):
             url = local_url()
         if url is None:

@@ -26,7 +26,7 @@ import httpx
 
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
 
-__all__ = ["ChildServer", "LaunchError", "Served", "alive", "local_url", "served"]
+__all__ = ["ChildServer", "LaunchError", "Served", "alive", "local_url", "served", "why_not_alive"]
 
 _DEFAULT_OUTPUT_CAP = 32_000  # what Claude Code asks for by default; a quarter of a small window below it
 
@@ -85,6 +85,17 @@ def _health(url: str) -> dict[str, Any] | None:
 def alive(url: str) -> bool:
     """Whether a server answers ``/health`` at ``url`` (ready or still loading)."""
     return _health(url) is not None
+
+
+def why_not_alive(url: str) -> str:
+    """Why ``url`` answers no ``/health``: nothing listens there, or something else does."""
+    from tinytitan.chat.client import not_tinytitan
+
+    try:
+        response = httpx.get(url + "/health", timeout=2.0)
+    except httpx.HTTPError:
+        return f"no server answers at {url} (start one with: tinytitan serve)"
+    return not_tinytitan(url, f"GET /health answered {response.status_code}")
 
 
 def _facts(entry: dict[str, Any]) -> dict[str, Any]:

@@ -193,7 +193,7 @@ class ModelInfo:
     id: str
     context_window: int
     defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults: the model's, or a serve flag's
-    defaults_from: dict[str, str] = field(default_factory=dict)  # where each came from (``engine.defaults``)
+    defaults_from: dict[str, str] = field(default_factory=dict)  # where each came from (``engine.request.defaults``)
     reasoning_levels: tuple[str, ...] = ("off", "on")  # what its template renders; () = no switch
     default_reasoning: str | None = "on"
     forced_tool_calls: bool = False  # whether the backend can force a tool call
