@@ -286,7 +286,7 @@ def kv_model(tiny_kv_dir: Any) -> Any:
     from tinytitan.engine.device import thread as device_thread
     from tinytitan.engine.device.placement import device_context
 
-    with device_thread.claimed(), device_context(EXACT):
+    with device_thread.claimed(beside_workers=True), device_context(EXACT):
         from mlx_lm import load
 
         loaded, _tok = load(str(tiny_kv_dir))

@@ -61,7 +61,8 @@ class Launched:
             if found is not None:
                 return found
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no {pattern!r} in the group's log")
+                tail = "\n".join(self.log.splitlines()[-15:])
+                raise TimeoutError(f"no {pattern!r} in the group's log; its last lines:\n{tail}")
             time.sleep(0.1)
 
 

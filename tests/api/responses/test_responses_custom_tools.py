@@ -6,6 +6,7 @@ tool choices, and the refusals that name ``tools[i].format``. Every stream is ch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -213,5 +214,9 @@ def test_compaction_reads_the_custom_items() -> None:
         compacted = httpx.post(live.v1 + "/responses/compact", json=body, timeout=60)
         assert compacted.status_code == 200, compacted.text
         check_open_responses(compacted.json(), "CompactResource")
-        transcript = live.recorded[-1]["messages"][-1]["content"]
-        assert "apply_patch" in transcript and "*** Update File: src/app.py" in transcript and "Done!" in transcript
+        # a continuation: the pass reads the conversation as the model read it (the call and its output
+        # as the template renders them), the handover ask as the next user turn
+        *conversation, ask = live.recorded[-1]["messages"]
+        assert HANDOVER_ASK in ask["content"]
+        seen = json.dumps(conversation)
+        assert "apply_patch" in seen and "*** Update File: src/app.py" in seen and "Done!" in seen

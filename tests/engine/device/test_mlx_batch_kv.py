@@ -37,7 +37,7 @@ LONG = list(range(1000, 1700))  # 700 tokens: two lone chunks of the tiny model 
 def model(tiny_kv_dir: Path, attention: str) -> Any:
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed(), device_context(EXACT):
+    with device_thread.claimed(beside_workers=True), device_context(EXACT):
         from mlx_lm import load
 
         loaded, _tok = load(str(tiny_kv_dir))

@@ -39,7 +39,7 @@ def test_a_claim_belongs_to_its_thread() -> None:
     assert not device_thread.is_device_thread()
     assert _on("worker", device_thread.is_device_thread, claim=True) is True
     assert _on("other", device_thread.is_device_thread, claim=False) is False
-    with device_thread.claimed():
+    with device_thread.claimed(beside_workers=True):
         assert device_thread.is_device_thread()
         assert _on("other", device_thread.is_device_thread, claim=False) is False
     assert not device_thread.is_device_thread()
@@ -112,7 +112,7 @@ def checked() -> Iterator[Any]:
 )
 def test_an_mlx_call_off_the_device_thread_raises(checked: Any, name: str, call: Callable[[Any, Any], Any]) -> None:
     mx = checked
-    with device_thread.claimed():
+    with device_thread.claimed(beside_workers=True):
         a = mx.ones((1,))
         mx.eval(a)
     error = _on("tinytitan-loop", lambda: call(mx, a), claim=False)

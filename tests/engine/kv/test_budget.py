@@ -53,7 +53,7 @@ def test_use_is_logged_once_a_minute_while_rows_run(caplog: pytest.LogCaptureFix
     assert not budget.tick(waiting=2, now=1000.0 + LOG_EVERY / 2)
     assert budget.tick(waiting=0, now=1000.0 + LOG_EVERY)
     lines = [r.getMessage() for r in caplog.records]
-    assert lines[0] == "KV memory 3.0 MiB of 1.0 GiB: 1 rows 3.0 MiB, prompt cache 0 bytes, 2 waiting for room"
+    assert lines[0] == "KV memory 3.0 MiB of 1.0 GiB: 1 request 3.0 MiB, prompt cache 0 bytes, 2 waiting for room"
     assert len(lines) == 2
 
 

@@ -115,8 +115,9 @@ class KvBudget:
     def describe(self, waiting: int = 0) -> str:
         """One line of use against the budget."""
         facts = self.as_json(waiting)
+        rows = f"{facts['rows']} request" + ("" if facts["rows"] == 1 else "s")
         line = (
-            f"KV memory {size_text(facts['used_bytes'])} of {size_text(self.limit)}: {facts['rows']} rows "
+            f"KV memory {size_text(facts['used_bytes'])} of {size_text(self.limit)}: {rows} "
             f"{size_text(facts['rows_bytes'])}, prompt cache {size_text(facts['prompt_cache_bytes'])}"
         )
         return line + (f", {waiting} waiting for room" if waiting else "")
