@@ -203,7 +203,10 @@ def blas_state() -> BlasState:
     """What BLAS this process runs mlx with, or — before the re-exec — will run it with."""
     loaded = _mapped()
     if loaded is not None:
-        return BlasState(_name(loaded), loaded, loaded=True, threads=_threads(loaded), why_bundled="")
+        from tinytitan import cpu_share  # the count it starts with, not the one a busy moment gives
+
+        threads = cpu_share.most() or _threads(loaded)
+        return BlasState(_name(loaded), loaded, loaded=True, threads=threads, why_bundled="")
     lib, why = _plan()
     return BlasState(_name(lib) if lib else None, lib, loaded=False, threads=None, why_bundled=why)
 

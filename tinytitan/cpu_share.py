@@ -41,6 +41,7 @@ __all__ = [
     "TICK",
     "CpuShare",
     "Sample",
+    "most",
     "parse_stat",
     "read_sample",
     "start",
@@ -210,6 +211,13 @@ def steady() -> AbstractContextManager[object]:
     restores what it found (the attention) would otherwise restore a count the watch has replaced."""
     share = _share
     return share.lock if share is not None else nullcontext()
+
+
+def most() -> int | None:
+    """The thread count the watched library started with (what a quiet machine gets); None when
+    nothing is watched."""
+    share = _share
+    return None if share is None else share.most
 
 
 def threads(most: int) -> int:
