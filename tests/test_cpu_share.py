@@ -37,7 +37,17 @@ def test_a_real_sample_where_linux_has_one() -> None:
 
 @pytest.mark.parametrize(
     ("others", "most", "threads"),
-    [(0.0, 2, 2), (0.2, 2, 2), (0.3, 2, 1), (1.0, 2, 1), (1.9, 2, 1), (0.0, 8, 8), (1.0, 8, 7), (2.5, 8, 5), (40, 8, 1)],
+    [
+        (0.0, 2, 2),
+        (0.2, 2, 2),
+        (0.3, 2, 1),
+        (1.0, 2, 1),
+        (1.9, 2, 1),
+        (0.0, 8, 8),
+        (1.0, 8, 7),
+        (2.5, 8, 5),
+        (40, 8, 1),
+    ],
 )
 def test_threads_for_what_the_others_take(others: float, most: int, threads: int) -> None:
     assert threads_for(others, most) == threads
@@ -56,7 +66,9 @@ class Machine:
         if not self.readable:
             return None
         tick = 0.2
-        self.now = Sample(self.now.wall + tick, self.now.busy + (self.others + self.own) * tick, self.now.own + self.own * tick)
+        self.now = Sample(
+            self.now.wall + tick, self.now.busy + (self.others + self.own) * tick, self.now.own + self.own * tick
+        )
         return self.now
 
 
@@ -201,10 +213,7 @@ BLIS = cpu_blas.find_blis()
 
 @pytest.mark.skipif(BLIS is None, reason="libblis4-pthread is not installed")
 def test_thread_control_of_a_preloaded_blis() -> None:
-    code = (
-        "from tinytitan import cpu_blas; get, set_ = cpu_blas.thread_control(); "
-        "print(get()); set_(1); print(get())"
-    )
+    code = "from tinytitan import cpu_blas; get, set_ = cpu_blas.thread_control(); print(get()); set_(1); print(get())"
     env = {**os.environ, "LD_PRELOAD": str(BLIS), "BLIS_NUM_THREADS": "3"}
     env.pop("BLIS_ARCH_TYPE", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
