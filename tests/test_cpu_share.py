@@ -23,8 +23,15 @@ intr 12345
 def test_busy_time_from_proc_stat() -> None:
     tick = os.sysconf("SC_CLK_TCK")
     # user + nice + system + irq + softirq + steal; idle and iowait are not busy, guest is in user
-    assert parse_stat(STAT) == pytest.approx((1000 + 50 + 200 + 0 + 10 + 40) / tick)
-    assert parse_stat("intr 1 2 3\n") is None
+    assert parse_stat(STAT.splitlines()) == pytest.approx((1000 + 50 + 200 + 0 + 10 + 40) / tick)
+    assert parse_stat(["intr 1 2 3"]) is None
+
+
+def test_busy_time_of_the_cores_we_may_use() -> None:
+    """A process pinned to some cores (taskset, a container's cpuset) counts the others' work there only."""
+    tick = os.sysconf("SC_CLK_TCK")
+    assert parse_stat(STAT.splitlines(), {0}) == pytest.approx((500 + 25 + 100 + 5 + 20) / tick)
+    assert parse_stat(STAT.splitlines(), {1}) is None  # no line for it: nothing to go by
 
 
 def test_a_real_sample_where_linux_has_one() -> None:

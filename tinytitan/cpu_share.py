@@ -7,8 +7,8 @@ is descheduled for whole time slices while its partner spins at the next barrier
 core costs. The NumPy attention's workers hand each layer's heads out and wait for the last, which
 suffers the same way.
 
-``CpuShare`` watches how much CPU the *other* processes take — the machine's busy time
-(``/proc/stat``, steal included) less this process's own CPU time — every ``TICK`` seconds over the
+``CpuShare`` watches how much CPU the *other* processes take — the busy time of the cores this
+process may use (``/proc/stat``, steal included) less this process's own CPU time — every ``TICK`` seconds over the
 last few ticks, and gives the products every core while the others take less than ``SLACK`` of
 one, one fewer for each further core they take (at least one). It drops at once when the others
 start and climbs back after ``CALM_TICKS`` quiet ticks in a row: a thread too many costs whole time
@@ -36,7 +36,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -75,24 +75,34 @@ class Sample:
     own: float
 
 
-def parse_stat(text: str) -> float | None:
-    """The busy seconds of all CPUs together from ``/proc/stat``'s first line (steal counts: the
-    hypervisor took it), or None when the text has no such line."""
-    for line in text.splitlines():
+def parse_stat(lines: Iterable[str], cpus: Collection[int] | None = None) -> float | None:
+    """The busy seconds of the CPUs ``cpus`` (all of them when None) from ``/proc/stat``'s ``cpu``
+    lines (steal counts: the hypervisor took it), or None when it has no line for them."""
+    busy: float | None = None
+    for line in lines:
+        if not line.startswith("cpu"):
+            break  # the cpu lines come first
         fields = line.split()
-        if fields and fields[0] == "cpu" and len(fields) >= 5:
+        number = fields[0][3:]
+        wanted = number == "" if cpus is None else number.isdigit() and int(number) in cpus
+        if wanted and len(fields) >= 6:
             # user nice system idle iowait irq softirq steal (guest time is already in user / nice)
             values = [int(v) for v in fields[1:9]]
-            return (sum(values) - values[3] - values[4]) / _CLOCK_TICK
-    return None
+            busy = (busy or 0.0) + (sum(values) - values[3] - values[4]) / _CLOCK_TICK
+    return busy
 
 
 def read_sample() -> Sample | None:
-    """A ``Sample`` now, or None where ``/proc/stat`` cannot be read."""
+    """A ``Sample`` of the cores this process may run on (its affinity), or None where
+    ``/proc/stat`` cannot be read."""
+    try:
+        cpus: set[int] | None = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        cpus = None
     try:
         with open("/proc/stat", encoding="ascii", errors="replace") as stat:
-            busy = parse_stat(stat.read(4096))
-    except OSError:
+            busy = parse_stat(stat, cpus)
+    except (OSError, ValueError):
         return None
     return None if busy is None else Sample(time.monotonic(), busy, time.process_time())
 
