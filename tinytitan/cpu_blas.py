@@ -31,6 +31,7 @@ import glob
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tinytitan import blis
@@ -50,6 +51,7 @@ __all__ = [
     "openblas_active",
     "preload_env",
     "release_sigint",
+    "thread_control",
 ]
 
 OPT_OUT_ENV = "TINYTITAN_OPENBLAS"
@@ -201,7 +203,10 @@ def blas_state() -> BlasState:
     """What BLAS this process runs mlx with, or — before the re-exec — will run it with."""
     loaded = _mapped()
     if loaded is not None:
-        return BlasState(_name(loaded), loaded, loaded=True, threads=_threads(loaded), why_bundled="")
+        from tinytitan import cpu_share  # the count it starts with, not the one a busy moment gives
+
+        threads = cpu_share.most() or _threads(loaded)
+        return BlasState(_name(loaded), loaded, loaded=True, threads=threads, why_bundled="")
     lib, why = _plan()
     return BlasState(_name(lib) if lib else None, lib, loaded=False, threads=None, why_bundled=why)
 
@@ -233,3 +238,22 @@ def _threads(path: str) -> int | None:
 def openblas_active() -> bool:
     """Whether a preloaded BLAS (OpenBLAS or BLIS) is mapped into this process."""
     return _mapped() is not None
+
+
+def thread_control() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """Get and set the thread count of the BLIS or OpenBLAS mapped into this process, with the
+    library's own public calls (``tinytitan.cpu_share`` adapts it); None when neither is mapped."""
+    path = _mapped()
+    if path is None:
+        return None
+    import ctypes
+
+    lib = ctypes.CDLL(path)
+    if _name(path) == "BLIS":  # dim_t: a 64-bit integer
+        get, set_ = lib.bli_thread_get_num_threads, lib.bli_thread_set_num_threads
+        get.restype, set_.argtypes = ctypes.c_int64, [ctypes.c_int64]
+    else:
+        get, set_ = lib.openblas_get_num_threads, lib.openblas_set_num_threads
+        get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
+    set_.restype = None
+    return (lambda: int(get())), (lambda n: set_(n))

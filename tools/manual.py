@@ -28,6 +28,8 @@ EXTRA_ENVIRONMENT: dict[str, str] = {
     "TINYTITAN_OPENBLAS": "0 turns off the one re-exec with a Debian BLAS preloaded (the fast Linux CPU path).",
     "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
     "the default), blis, openblas or off; any other value is refused (exit 2).",
+    "TINYTITAN_CPU_SHARE": "off keeps the preloaded BLAS's thread count fixed; by default serve gives it only "
+    "the cores other processes leave free (every core on a quiet machine).",
     "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
     "_TINYTITAN_SIGINT_HELD": "Internal: the re-exec blocked Ctrl-C through the new interpreter's start-up.",
     "_TINYTITAN_BLIS_KERNELS": "Internal: the BLIS kernel set the re-exec chose (with BLIS_ARCH_TYPE) on a CPU "

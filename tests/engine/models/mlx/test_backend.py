@@ -223,3 +223,20 @@ def test_count_text_uses_the_models_tokenizer(tiny_dir: Path) -> None:
     assert backend.count_text(text) == len(backend.tokenizer.encode(text, add_special_tokens=False))
     assert backend.count_text("") == 0
     assert backend.count_text("hello") < backend.count_text("hello world, again and again")
+
+
+def test_a_float32_model_on_the_cpu_watches_the_free_cores(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a model whose products run through the preloaded BLAS starts ``tinytitan.cpu_share``
+    (issue 43: fewer product threads while other processes take cores); a GPU model does not."""
+    import mlx.core as mx
+
+    from tinytitan import cpu_share
+
+    started: list[bool] = []
+    monkeypatch.setattr(cpu_share, "start", lambda: started.append(True))
+    eng = Engine(MlxBackend(str(tiny_dir), dtype="float32"))
+    try:
+        complete(eng, chat(eng, "hi", max_tokens=1))
+    finally:
+        eng.shutdown()
+    assert started == ([True] if mx.default_device() == mx.cpu else [])

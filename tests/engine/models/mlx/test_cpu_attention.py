@@ -13,6 +13,7 @@ mx = pytest.importorskip("mlx.core")
 
 from mlx_lm.models.base import create_causal_mask  # noqa: E402
 
+from tinytitan import cpu_share  # noqa: E402
 from tinytitan.engine.models.mlx import cpu_attention  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("device")  # these tests stand in for the device worker
@@ -69,6 +70,32 @@ def test_matches_mlx(mlx_attention: Callable[..., Any], shape: tuple[int, ...], 
     theirs = mlx_attention(q, k, v, scale=0.125, mask=mask)
     assert ours.shape == theirs.shape
     assert mx.abs(ours - theirs).max().item() < 1e-4
+
+
+@pytest.mark.parametrize("share", [1, 2])
+def test_the_heads_go_to_as_many_threads_as_the_machine_has_free(
+    monkeypatch: pytest.MonkeyPatch, mlx_attention: Callable[..., Any], share: int
+) -> None:
+    """On a busy machine (``tinytitan.cpu_share`` gives the products one thread) the calling thread
+    computes every head itself: no hand-off to workers to wait on; with two, the workers do."""
+    monkeypatch.setattr(cpu_attention, "_THREADS", 2)
+    monkeypatch.setattr(cpu_share, "threads", lambda most: min(most, share))
+    where: set[str] = set()
+    real = cpu_attention._Heads.attend
+
+    def attend(heads: Any, units: range) -> None:
+        where.add(threading.current_thread().name)
+        real(heads, units)
+
+    monkeypatch.setattr(cpu_attention._Heads, "attend", attend)
+    q = mx.random.normal((1, 8, 40, 32), key=mx.random.key(4))
+    k = mx.random.normal((1, 4, 60, 32), key=mx.random.key(5))
+    ours = cpu_attention.attention(q, k, k, scale=0.2, mask="causal")
+    assert mx.abs(ours - mlx_attention(q, k, k, scale=0.2, mask="causal")).max().item() < 1e-4
+    if share == 1:
+        assert where == {threading.current_thread().name}
+    else:
+        assert where and all(name.startswith("tinytitan-attention") for name in where)
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
 
+from tinytitan import cpu_share
 from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.device.mlx_batch import PREFILL_STEP, MlxBatch
 from tinytitan.engine.device.placement import DTYPES, compute_dtype
@@ -224,7 +225,8 @@ class MlxBackend(Backend):
                 return
             _ = self.tokenizer
             # prompt chunks of a float32 CPU model: attention in NumPy, ~4× faster than mlx's
-            cpu_attention.install_for(compute_dtype(self.dtype, self.device), self.device)
+            if cpu_attention.install_for(compute_dtype(self.dtype, self.device), self.device):
+                cpu_share.start()  # … and the products' threads: the free cores of a busy machine
             if self.syntax == HARMONY:
                 _ = self.harmony
             if self.distributed is not None:

@@ -22,6 +22,8 @@ The key heads are shared among one worker per usable core (``tinytitan.cores``),
 run every BLAS in the process gets one thread (``threadpoolctl``), or each worker's products would
 start a BLAS thread per core of their own and the cores would be oversubscribed (attention 2.3×
 slower on 2 cores). The device thread waits for the workers meanwhile, so nothing else is slowed.
+On a busy machine the workers are as many as ``tinytitan.cpu_share`` gives the products (issue 43):
+with one, the device thread computes every head itself, with no hand-off to wait on.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from tinytitan import cpu_share
 from tinytitan.cores import usable_cores
 from tinytitan.engine.device.thread import is_device_thread
 
@@ -128,10 +131,15 @@ def attention(q: Any, k: Any, v: Any, *, scale: float, mask: Any = None) -> Any:
         out=np.empty((batch * kv_heads, group, length, v.shape[-1]), dtype=np.float32),
     )
     units = range(batch * kv_heads)
+    count = cpu_share.threads(_THREADS)  # fewer on a busy machine (tinytitan.cpu_share)
     workers, blas = _pool()
-    share = -(-len(units) // _THREADS)
-    with _one_blas_thread, blas.limit(limits=1, user_api="blas"):  # one at a time: each restores what it found
-        list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
+    share = -(-len(units) // count)
+    # one at a time, and the watch waits: each restores what it found
+    with _one_blas_thread, cpu_share.steady(), blas.limit(limits=1, user_api="blas"):
+        if count == 1:  # here: no hand-off to wait on
+            heads.attend(units)
+        else:
+            list(workers.map(heads.attend, [units[i : i + share] for i in range(0, len(units), share)]))
     return mx.array(heads.out.reshape(batch, q_heads, length, v.shape[-1]))
 
 
