@@ -2,7 +2,7 @@
 
     python benchmarks/bench_kv.py [--models embedded,0.6b] [--contexts 2048,8192,16384] [--bits 8,4]
                                   [--decode 256] [--repeat 2] [--streams 4] [--stream-context 1024]
-                                  [--only rows,streams]
+                                  [--only rows,streams,mlx-lm]
 
 Every figure is a ratio quantized ÷ full precision, the two measured one right after the other with the
 same model, prompt and process — what to compare across machines (absolute tok/s on a shared 2-core box
@@ -16,6 +16,9 @@ preloaded and the NumPy prompt attention.
   KV bytes per token (what the row's cache holds when it ends ÷ its tokens; target ≤ 0.3× at 4 bits),
   prefill tok/s (the context ÷ the time to the first token), decode tok/s (1 ÷ the median step) and
   greedy agreement with the full-precision tokens (the share of positions equal; the first that differs).
+- **mlx-lm** (asked for by name): the same rows' greedy tokens against mlx-lm's own ``generate_step``
+  at the same ``kv_bits`` — identical tokens say a difference from full precision is the
+  quantization's, not this cache's.
 - **streams**: ``--streams`` requests of ``--stream-context`` tokens decoding together: the aggregate
   tok/s of the steady state (every row decoding, nothing prefilled) ÷ one request's, per form. A
   quantized cache must keep full precision's ratio: mlx-lm's server turns batching off with
@@ -187,6 +190,30 @@ def part_streams(
         )
 
 
+def part_mlx_lm(name: str, backend: Any, contexts: list[int], forms: list[KvForm | None], n: int) -> None:
+    """Our batched cache's greedy tokens ÷ mlx-lm's own ``generate_step`` at the same ``kv_bits``: where
+    quantized output parts from full precision, it is the quantization's doing, not ours."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+
+    for context in contexts:
+        prompt = text_tokens(backend, context)
+        for form in forms:
+            ours = one_row(backend.model, form, prompt, n).tokens
+            bits, group, start = (form.bits, form.group_size, form.start) if form is not None else (None, 64, 0)
+            steps = generate_step(
+                mx.array(prompt),
+                backend.model,
+                max_tokens=n,
+                kv_bits=bits,
+                kv_group_size=group,
+                quantized_kv_start=start,
+            )
+            theirs = [int(token) for token, _ in steps]
+            label = "full precision" if form is None else f"{form.bits}-bit"
+            print(f"{name} @ {context} tokens, {label}: ours vs mlx-lm's generate_step {agreement(theirs, ours)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="embedded,0.6b")
@@ -212,6 +239,8 @@ def main() -> None:
             if "rows" in parts:
                 contexts = [int(c) for c in args.contexts.split(",")]
                 part_rows(name, backend, contexts, forms, args.decode, args.repeat)
+            if "mlx-lm" in parts:
+                part_mlx_lm(name, backend, [int(c) for c in args.contexts.split(",")], forms, args.decode)
             if "streams" in parts:
                 streams, context, n = args.streams, args.stream_context, args.stream_decode
                 part_streams(name, backend, streams, context, forms, n, args.repeat)
