@@ -238,6 +238,7 @@ def _join_group(settings: Settings) -> Distributed | None:
 
 def _follow(backend: Any, distributed: Distributed) -> NoReturn:
     """Ranks > 0: no HTTP; load this rank's shard and replay rank 0's steps until it stops."""
+    logging.getLogger("tinytitan").setLevel(logging.NOTSET)  # its log from here on (see _plain_start)
     typer.echo(f"TinyTitan {distributed.describe()} (pid {os.getpid()}); following rank 0, no HTTP", err=True)
     try:
         code = backend.follow()
