@@ -38,6 +38,7 @@ from tinytitan.engine.request.defaults import with_flags
 from tinytitan.engine.request.limits import output_budget
 from tinytitan.engine.request.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.request.validate import validate
+from tinytitan.engine.tool_search.rounds import SearchRounds, runs_searches
 
 if TYPE_CHECKING:
     from tinytitan.engine.memory.decorator import MemoryDecorator
@@ -154,14 +155,19 @@ class Engine:
 
     async def prepare(self, request: ChatRequest) -> Job:
         validated = self._validated(request)
-        if self.memory is not None and not request.internal:
+        searching = runs_searches(validated)  # a tool search the server runs: its rounds, without memory's
+        if self.memory is not None and not request.internal and not searching:
             job = await self._prepare_with_memory(validated)
             if job is not None:
                 return job
         prompt = await self._fitting(validated)
         window = self.models.info(validated.model_id).context_window
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
-        return Job(self, validated, prompt, max_new, self.queue.admit())
+        rounds = None
+        if searching:
+            backend = await self.model_backend(validated.model_id)
+            rounds = SearchRounds(render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu)
+        return Job(self, validated, prompt, max_new, self.queue.admit(), rounds)
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
         """The memory decorator's job, or None to run the request as the client sent it (no usable

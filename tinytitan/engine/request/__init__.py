@@ -46,7 +46,8 @@ def new_request_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """A content part; only ``text`` parts reach a model."""
+    """A content part; only ``text`` parts reach a model — and, in a tool message, ``tool_reference``
+    parts (``text`` is the tool's name), which the validator expands into the tool's definition."""
 
     type: str
     text: str | None = None
@@ -69,12 +70,19 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool the model may call. ``deferred`` (``defer_loading``): left out of the prompt's tool list
+    until the conversation reveals it (``request/deferred.py``). ``search``: a tool search the server
+    runs itself (``regex``, ``bm25`` or ``openai``; ``tool_search/``), None for a client's tool."""
+
     name: str
     description: str = ""
     parameters: dict[str, Any] | None = None
     namespace: str | None = None
     type: str = "function"
     source: Source | None = None
+    deferred: bool = False
+    search: str | None = None
+    namespace_description: str | None = None  # what a namespace says of its tools (Responses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,10 +223,17 @@ class ValidatedRequest:
     forced_tool: str | None = None  # name when a specific function is forced
     sampling_from: dict[str, str] = field(default_factory=dict)  # where each sampling value came from
     tool_calls: bool = True  # the model's ``ModelInfo.tool_calls``
+    deferred: tuple[Tool, ...] = ()  # tools left out of the prompt until revealed (``request/deferred.py``)
+    revealed: tuple[Tool, ...] = ()  # the deferred tools the conversation revealed: callable, not in ``tools``
 
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+    @property
+    def callable_tools(self) -> tuple[Tool, ...]:
+        """What the model may call: the tools its prompt lists, and the deferred ones revealed so far."""
+        return self.tools + self.revealed
 
 
 _TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
