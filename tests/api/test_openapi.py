@@ -82,6 +82,14 @@ def test_the_stored_response_routes_answer_structs() -> None:
     assert ok("/v1/responses/{response_id}/input_items") == ref(InputItemList)
     data = SCHEMAS["InputItemList"]["properties"]["data"]["items"]
     kinds = {SCHEMAS[one["$ref"].rsplit("/", 1)[-1]]["properties"]["type"]["enum"][0] for one in data["anyOf"]}
-    assert kinds == {"message", "function_call", "function_call_output", "reasoning", "compaction"}
+    assert kinds == {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "compaction",
+        "tool_search_call",
+        "tool_search_output",
+    }
     query = [p["name"] for p in DOC["paths"]["/v1/responses/{response_id}/input_items"]["get"]["parameters"]]
     assert query == ["response_id", "order", "limit", "after"]

@@ -185,12 +185,13 @@ async def start_turn(
     if threshold is not None and await is_due(engine, chat, threshold):
         served = engine.route(chat.model)[0]
         shell = response_shell(wire, model=served, sampling=chat.sampling, store=store)
-        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        builder = OutputBuilder(shell, tools=wire.tools)
+        encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return CompactingTurn(engine, replace(chat, stream=streaming), encoder, streaming)
     job = await engine.prepare(replace(chat, stream=streaming))
     with job.closed_on_error():
         shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)
-        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job))
+        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job), tools=wire.tools)
         encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return GenerationTurn(job, encoder, streaming)
 

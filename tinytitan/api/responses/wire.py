@@ -15,6 +15,8 @@ import msgspec
 from tinytitan.api.wire import UNSET, Answer, OpenAIErrorBody, Tagged, UnsetType
 
 __all__ = [
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
     "STREAM_EVENTS",
     "Compaction",
     "CompactionItem",
@@ -103,7 +105,28 @@ class CompactionItem(Tagged, tag="compaction"):
     created_by: str = "tinytitan"
 
 
-OutputItem = ReasoningItem | MessageItem | FunctionCallItem | CompactionItem
+class ToolSearchCallItem(Tagged, tag="tool_search_call", kw_only=True):
+    """A tool search the model called (issue 39): ``execution`` ``server`` (run here, its output item
+    follows) or ``client`` (the client runs it and sends a ``tool_search_output`` back)."""
+
+    id: str
+    call_id: str | None
+    execution: str
+    status: str = "completed"
+    arguments: Any
+
+
+class ToolSearchOutputItem(Tagged, tag="tool_search_output", kw_only=True):
+    """What a search the server ran found: the tools' definitions, deferred (namespaces as sent)."""
+
+    id: str
+    call_id: str | None
+    execution: str = "server"
+    status: str = "completed"
+    tools: list[dict[str, Any]]
+
+
+OutputItem = ReasoningItem | MessageItem | FunctionCallItem | CompactionItem | ToolSearchCallItem | ToolSearchOutputItem
 
 
 # -- the response object -----------------------------------------------------------------------
