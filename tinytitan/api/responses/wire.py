@@ -15,8 +15,6 @@ import msgspec
 from tinytitan.api.wire import UNSET, Answer, OpenAIErrorBody, Tagged, UnsetType
 
 __all__ = [
-    "ToolSearchCallItem",
-    "ToolSearchOutputItem",
     "STREAM_EVENTS",
     "Compaction",
     "CompactionItem",
@@ -56,6 +54,8 @@ __all__ = [
     "ResponsesUsage",
     "SocketError",
     "SummaryText",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
 ]
 
 
