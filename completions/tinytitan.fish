@@ -101,6 +101,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l max-context -x 
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l reasoning -x -a 'off on minimal low medium high xhigh max' -d 'Default reasoning level: off, on, minimal, low, medium, high, xhigh, max'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l thinking -x -a 'on off' -d 'Shorthand for --reasoning on / off'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l api-key -x -d 'The server\'s API key (a started server requires it too)'
+complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l force -d 'Launch even when the model\'s window cannot hold the agent\'s own first prompt'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l help -d 'Show this message and exit'
 
 complete -c tinytitan -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'

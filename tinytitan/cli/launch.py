@@ -49,6 +49,13 @@ def launch(
     api_key: Annotated[
         str | None, option("--api-key", "The server's API key (a started server requires it too).", "KEY")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Launch even when the model's window cannot hold the agent's own first prompt.",
+        ),
+    ] = False,
 ) -> None:
     """Run Claude Code, Codex, pi or OpenCode wired to a local server: model, URL, key, context window."""
     from tinytitan.launch.run import LaunchOptions
@@ -66,6 +73,7 @@ def launch(
         model=model if url else None,
         api_key=api_key,
         start=bool(model or stub),
+        force=force,
         serve_only=[
             flag
             for flag, value in (

@@ -180,7 +180,8 @@ class Job:
         )
         decoder = backend.decoder()
         window = self.engine.models.info(request.model_id).context_window
-        loops = LoopGuard.for_request(request.request_id, request.cap, window)  # the loop policy (loops.py)
+        asked = request.request.loop_guard
+        loops = LoopGuard.for_request(request.request_id, request.cap, window, asked=asked)  # loops.py
         inbox: asyncio.Queue[Output | BaseException] = asyncio.Queue()
         self._inbox = inbox
         reason = "length"  # no room left for a token: nothing runs

@@ -30,9 +30,12 @@ from typing import Any
 from tinytitan.launch.configs import codex_catalog, merge_json_file, write_json
 from tinytitan.launch.server import Served
 
-__all__ = ["AGENTS", "KEY_VARIABLE", "PROVIDER", "Agent", "Wiring", "compact_limit"]
+__all__ = ["AGENTS", "KEY_VARIABLE", "LOOP_GUARD", "PROVIDER", "Agent", "Wiring", "compact_limit"]
 
 PROVIDER = "tinytitan"  # the provider / profile name every agent's config gets
+# sent with every request: the output cap the launch hands over is for the agent to plan compaction
+# with, so the server's loop guard still watches each answer (``engine/loops.py``)
+LOOP_GUARD = {"x-tinytitan-loop-guard": "on"}
 KEY_VARIABLE = "TINYTITAN_LAUNCH_KEY"  # the variable agents read the key from (not TINYTITAN_API_KEY:
 # the agent's own shell commands inherit it, and a `tinytitan serve` among them would then want a key)
 _CLAUDE_MIN_COMPACT_WINDOW = 100_000
@@ -67,6 +70,17 @@ def _home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
     return Path(environ.get(variable) or Path(environ.get("HOME") or Path.home()).joinpath(*default))
 
 
+def _custom_headers(theirs: str | None) -> str:
+    """``ANTHROPIC_CUSTOM_HEADERS`` ("Name: value" lines): the user's own, and the loop guard's."""
+    ours = [f"{name}: {value}" for name, value in LOOP_GUARD.items()]
+    kept = [
+        line
+        for line in (theirs or "").splitlines()
+        if line.strip() and line.split(":")[0].strip().lower() not in LOOP_GUARD
+    ]
+    return "\n".join([*kept, *ours])
+
+
 def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
     variables = dict.fromkeys(
         (
@@ -85,6 +99,7 @@ def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Seque
             "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(served.context_window),
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(served.output_cap),
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no calls to outside hosts
+            "ANTHROPIC_CUSTOM_HEADERS": _custom_headers(environ.get("ANTHROPIC_CUSTOM_HEADERS")),
         }
     )
     if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:  # below, the window above bounds it anyway
@@ -102,9 +117,10 @@ def _toml(value: str) -> str:
 
 
 def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+    headers = ", ".join(f"{_toml(k)}={_toml(v)}" for k, v in LOOP_GUARD.items())
     provider = (
         f"{{name={_toml('TinyTitan')}, base_url={_toml(served.v1)}, "
-        f'env_key={_toml(KEY_VARIABLE)}, wire_api="responses"}}'
+        f'env_key={_toml(KEY_VARIABLE)}, wire_api="responses", http_headers={{{headers}}}}}'
     )
     overrides = [
         f"model={_toml(served.model)}",
@@ -128,7 +144,7 @@ def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[
     directory = _home(environ, "PI_CODING_AGENT_DIR", ".pi", "agent")
     model = {
         "id": served.model,
-        "name": f"{served.model} (TinyTitan)",
+        "name": f"{served.model} (TinyTitan at {served.url})",  # the entry stays: it says which server
         "reasoning": _reasoning(served),
         "contextWindow": served.context_window,
         "maxTokens": served.output_cap,
@@ -137,6 +153,7 @@ def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[
         "baseUrl": served.v1,
         "api": "openai-completions",
         "apiKey": KEY_VARIABLE,  # pi reads a variable by that name: no key in the file
+        "headers": dict(LOOP_GUARD),
         "models": [model],
     }
     merge_json_file(directory / "models.json", ("providers", PROVIDER), provider)
@@ -154,7 +171,7 @@ def _opencode(binary: str, served: Served, environ: Mapping[str, str], args: Seq
     provider = {
         "npm": "@ai-sdk/openai-compatible",
         "name": "TinyTitan",
-        "options": {"baseURL": served.v1, "apiKey": f"{{env:{KEY_VARIABLE}}}"},
+        "options": {"baseURL": served.v1, "apiKey": f"{{env:{KEY_VARIABLE}}}", "headers": dict(LOOP_GUARD)},
         "models": {served.model: model},
     }
     # OPENCODE_CONFIG_CONTENT is merged over the user's config files; a value of their own is kept

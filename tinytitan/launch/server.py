@@ -45,6 +45,7 @@ class Served:
     output_cap: int
     api_key: str | None = None
     reasoning_levels: tuple[str, ...] = ()
+    tool_calls: bool | None = None  # whether the model has a tool-call syntax (None: the server does not say)
 
     @property
     def v1(self) -> str:
@@ -142,7 +143,8 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
     cap = published if published is not None and published < window else fallback
     levels = facts.get("reasoning_levels")
     levels = tuple(str(level) for level in levels) if isinstance(levels, list) else ()
-    return Served(url, model, window, cap, api_key, levels)
+    calls = facts.get("tool_calls")
+    return Served(url, model, window, cap, api_key, levels, calls if isinstance(calls, bool) else None)
 
 
 def _free_port() -> int:

@@ -164,6 +164,7 @@ class ChatRequest:
     include_usage: bool | None = None
     workspace: str | None = None
     internal: bool = False  # the server's own pass (compaction): memory never decorates it
+    loop_guard: bool = False  # watch for a verbatim loop even under a cap of its own (``loops.py``)
     request_id: str = field(default_factory=new_request_id)
     messages_param: str = "messages"
     cap_param: str = "max_tokens"
