@@ -9,6 +9,7 @@ the server started, leave no process behind.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -65,7 +66,7 @@ def _serve_processes(port: int) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "serve" in cmdline and any(a == "--port" and b == str(port) for a, b in zip(cmdline, cmdline[1:])):
+        if "serve" in cmdline and any(a == "--port" and b == str(port) for a, b in itertools.pairwise(cmdline)):
             found.append(proc)
     return found
 

@@ -48,9 +48,13 @@ def test_claude_code_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, claude
     log = claude.ws.root / "mcp-calls.jsonl"
     command, args, env = _mcp_command(log)
     config = claude.ws.root / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": command, "args": args, "env": env}}}))
+    config.write_text(
+        json.dumps({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": command, "args": args, "env": env}}})
+    )
     claude.ws.extra_env["ENABLE_TOOL_SEARCH"] = "true"
-    run = claude.run(server, "what is the weather in Paris?", "--mcp-config", str(config), "--dangerously-skip-permissions")
+    run = claude.run(
+        server, "what is the weather in Paris?", "--mcp-config", str(config), "--dangerously-skip-permissions"
+    )
     assert run.returncode == 0, run.describe()
     assert json.loads(run.stdout)["result"] == ANSWER, run.describe()
     assert _calls(log) == [{"name": NEEDLE, "arguments": {"city": "Paris"}}]
