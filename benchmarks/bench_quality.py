@@ -1,15 +1,16 @@
-"""Answer quality of the embedded SmolLM2-135M-Instruct at its default sampling (issue 26 item 1).
+"""Answer quality of the embedded SmolLM2-135M-Instruct at its default sampling (issues 26 and 37).
 
     python benchmarks/bench_quality.py [--runs 20] [--max-tokens 48]
 
 A quality check, not a unit test of a number: each of a few factual prompts is asked ``--runs``
-times with seeds 0, 1, …, once at the defaults the server used to apply to every model (Qwen3's:
-temperature 0.6, top_p 0.95, top_k 20; "before") and once with no sampling values at all, so the
-model's own defaults apply (SmolLM2's publisher card: temperature 0.2, top_p 0.9; "after"). Same
-process, same seeds, through ``Engine.complete`` as every protocol does. An answer is right when it
-holds the fact (Paris; 4 or four; blue). Prints each prompt's score and the totals, and one wrong
-answer of each kind. Runs under the OpenBLAS preload (re-exec via ``tinytitan.cpu_blas``). Not part
-of the test run.
+times with seeds 0, 1, …, at three samplings: the defaults the server once applied to every model
+(Qwen3's: temperature 0.6, top_p 0.95, top_k 20; issue 26's "before"), SmolLM2's model card
+(temperature 0.2, top_p 0.9; issue 37's "before"), and no sampling values at all, so the model's own
+defaults apply ("defaults": the card's temperature with top_p 0.5, measured here). Same process, same
+seeds, through ``Engine.complete`` as every protocol does, with the model's published system prompt
+(its template adds it). An answer is right when it holds the fact (Paris; 4 or four; blue). Prints
+each prompt's score and the totals, and one wrong answer of each kind. Runs under the OpenBLAS
+preload (re-exec via ``tinytitan.cpu_blas``). Not part of the test run.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ PROMPTS = {
     "What is 2+2?": re.compile(r"\b(4|four)\b", re.I),
     "What colour is the sky on a clear day?": re.compile(r"\bblue\b", re.I),
 }
-BEFORE = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}  # Qwen3's, once applied to every model
+SAMPLINGS: dict[str, dict[str, float]] = {
+    "qwen3": {"temperature": 0.6, "top_p": 0.95, "top_k": 20},  # Qwen3's, once applied to every model
+    "card": {"temperature": 0.2, "top_p": 0.9},  # SmolLM2's model card
+    "defaults": {},  # the model's own defaults, as a request that sets nothing gets them
+}
 
 
 async def score(
@@ -70,23 +75,22 @@ async def main(runs: int, cap: int) -> None:
     backend.load()
     engine = build_engine(Settings(), backend)
     print(f"{engine.info.id}: defaults {describe_defaults(engine.info)}; {runs} seeded runs a prompt, cap {cap}")
-    totals = {"before": 0, "after": 0}
+    totals = dict.fromkeys(SAMPLINGS, 0)
     try:
         for prompt, right in PROMPTS.items():
-            for label, sampling in (("before", BEFORE), ("after", {})):
+            for label, sampling in SAMPLINGS.items():
                 started = time.monotonic()
                 good, wrong = await score(engine, prompt, right, runs, cap, **sampling)
                 totals[label] += good
                 seconds = time.monotonic() - started
                 shown = f"   e.g. wrong: {wrong[:90]!r}" if wrong else ""
-                print(f"{label:6} {good:2}/{runs} right  {prompt!r} ({seconds:.0f} s){shown}", flush=True)
+                print(f"{label:8} {good:2}/{runs} right  {prompt!r} ({seconds:.0f} s){shown}", flush=True)
     finally:
         engine.shutdown()
     n = runs * len(PROMPTS)
-    print(
-        f"total: before (temperature 0.6, top_p 0.95, top_k 20) {totals['before']}/{n}; "
-        f"after (the model's defaults) {totals['after']}/{n}"
-    )
+    described = {"qwen3": "temperature 0.6, top_p 0.95, top_k 20", "card": "temperature 0.2, top_p 0.9"}
+    described["defaults"] = describe_defaults(engine.info)
+    print("total: " + "; ".join(f"{k} ({described[k]}) {totals[k]}/{n}" for k in SAMPLINGS))
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ _tinytitan_commands() {
 _tinytitan_options() {
     case "$1" in
         "") echo "--version --help" ;;
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --drafts --no-drafts --draft-model --help" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --drafts --no-drafts --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory --help" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
-        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --force --help" ;;
+        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --code-mode --force --help" ;;
         "completion") echo "--help" ;;
         "models") echo "--models-dir --url --api-key --cache-dir --json --help" ;;
         "models pull") echo "--cache-dir --help" ;;
@@ -29,7 +29,7 @@ _tinytitan_options() {
 # a command's options that take a value
 _tinytitan_valued() {
     case "$1" in
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --websocket-max-age --dtype --parallel --distributed-timeout --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --draft-model" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --websocket-max-age --dtype --parallel --distributed-timeout --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
@@ -52,6 +52,8 @@ _tinytitan_values() {
         "serve --parallel") echo "auto tensor pipeline" ;;
         "serve --memory-tools") echo "off minimal full" ;;
         "serve --memory-dir") echo "@dir" ;;
+        "serve --kv-bits") echo "4 8" ;;
+        "serve --kv-group-size") echo "32 64 128" ;;
         "count-tokens --api") echo "chat responses messages" ;;
         "count-tokens --model") echo "@file" ;;
         "count-tokens --stub") echo "@file" ;;

@@ -55,6 +55,10 @@ complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l repetition-penal
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l drafts -d 'Speculative decoding with prompt-lookup drafts (--no-drafts: off)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l no-drafts -d 'Speculative decoding with prompt-lookup drafts (--no-drafts: off)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l draft-model -x -d 'A smaller model with the same tokenizer that drafts tokens where the lookup finds none (a directory, .gguf file or hub id)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l kv-bits -x -a '4 8' -d 'Quantize every row\'s KV cache to 4 or 8 bits (rows still share steps)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l kv-group-size -x -a '32 64 128' -d 'Elements of a head\'s vector sharing a scale with --kv-bits (default 64)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l quantized-kv-start -x -d 'With --kv-bits: keep full precision until a batch holds this many tokens (default 0)'
+complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l max-kv-memory -x -d 'KV memory of all running rows and the prompt cache together; a row that would pass it waits (default: half the memory free at start, less the weights; off: no bound)'
 complete -c tinytitan -n '__fish_seen_subcommand_from serve' -l help -d 'Show this message and exit'
 
 complete -c tinytitan -n '__fish_seen_subcommand_from count-tokens' -F
@@ -101,6 +105,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l max-context -x 
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l reasoning -x -a 'off on minimal low medium high xhigh max' -d 'Default reasoning level: off, on, minimal, low, medium, high, xhigh, max'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l thinking -x -a 'on off' -d 'Shorthand for --reasoning on / off'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l api-key -x -d 'The server\'s API key (a started server requires it too)'
+complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l code-mode -d 'Codex only: Code Mode, one freeform exec tool that runs JavaScript (for a model that takes freeform tools)'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l force -d 'Launch even when the model\'s window cannot hold the agent\'s own first prompt'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l help -d 'Show this message and exit'
 

@@ -84,3 +84,12 @@ def tiny_dir() -> Path:
 
     with device_thread.claimed(beside_workers=True):
         return tiny_model_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_kv_dir() -> Path:
+    """The tiny model with heads of 64 (``tiny-kv``): what a quantized KV cache (``--kv-bits``) groups."""
+    from tinytitan.testing.tiny_model import tiny_model_dir
+
+    with device_thread.claimed():
+        return tiny_model_dir("tiny-kv")

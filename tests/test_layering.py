@@ -95,6 +95,7 @@ STAGE_ORDER: tuple[tuple[str, ...], ...] = (
     ("grammar",),  # grammars and the llguidance mask: from schemas, tool lists and token ids alone
     ("output",),  # generated text → events
     ("request",),  # ChatRequest, the validator, reasoning, routing, sampling and its defaults
+    ("kv",),  # the KV cache's form and the quantized cache that batches
     ("prompt_cache",),  # KV snapshots by (model identity, token prefix), RAM and disk
     ("device",),  # the worker, the batches it steps, sampling, distributed stepping
     ("models",),  # backends: files, facts, loading, rendering; they open batches on the device
@@ -180,7 +181,7 @@ def test_no_import_circles_in_the_engine() -> None:
     assert circles == []
 
 
-STAGES = ("models", "device", "grammar", "output", "prompt_cache")
+STAGES = ("models", "device", "grammar", "output", "prompt_cache", "kv")
 
 
 @pytest.mark.parametrize("module", engine_modules(*STAGES))

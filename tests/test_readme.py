@@ -46,6 +46,7 @@ from tinytitan.testing.missing import missing
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_BIN = ROOT / "tests" / "clients" / "node_modules" / ".bin"
 SERVED = "Qwen3-0.6B-4bit"  # the default model's id, which the README's client settings name
+OFFLINE = "SmolLM2-135M-Instruct"  # what the default serves offline (the embedded model)
 REPLY = "Hi from TinyTitan."
 STUB = {"model": SERVED, "context_window": 32768, "rules": [{"reply": {"text": REPLY}}]}
 
@@ -165,10 +166,12 @@ def run_section(
     in_checkout: bool = False,
     stdin: str = "",
     serve_elsewhere: bool = False,
+    served: str = SERVED,
 ) -> Run:
     """Run the section's blocks as one bash session; ``model``: serve the tiny model for the default;
     ``in_checkout``: in the repository (its commands name files of the checkout), else a scratch dir;
-    ``serve_elsewhere``: the section's ``tinytitan serve`` listens on another port than the stub server."""
+    ``serve_elsewhere``: the section's ``tinytitan serve`` listens on another port than the stub server;
+    ``served``: the id the stub answers as."""
     home, work, bin_dir = tmp / "home", tmp / "work", tmp / "bin"
     for d in (home, work, bin_dir):
         d.mkdir(parents=True)
@@ -178,7 +181,7 @@ def run_section(
         "from tinytitan.cli.app import main\nmain()\n"
     )
     shim.chmod(0o755)
-    (work / "script.json").write_text(json.dumps(STUB))
+    (work / "script.json").write_text(json.dumps({**STUB, "model": served}))
     if model is not None:
         local = home / "models" / "Qwen3-0.6B"  # a directory of its own name (its files linked)
         local.mkdir(parents=True)
@@ -398,6 +401,7 @@ class How:
     in_checkout: bool = False  # run in the repository root (man -l man/tinytitan.1)
     stdin: str = ""  # what the session's commands read (a confirmation)
     serve_elsewhere: bool = False  # the section's own `tinytitan serve` gets a port of its own
+    served: str = SERVED  # the id the stub server answers as
 
 
 HOW: dict[str, How] = {
@@ -417,9 +421,10 @@ HOW: dict[str, How] = {
     "pi (OpenAI Chat Completions)": How(check_launch, stub_server=True, client="pi"),
     "OpenCode (OpenAI Chat Completions)": How(check_launch, stub_server=True, client="opencode"),
     "Aider (OpenAI Chat Completions)": How(check_aider, stub_server=True),
-    "The OpenAI SDK (Chat Completions and Responses)": How(check_reply, stub_server=True),
-    "The Anthropic SDK (Messages)": How(check_reply, stub_server=True),
-    "Connect a client": How(lambda run: None, stub_server=True),  # runs without error
+    # the SDK snippets read the served id: they work whatever the server serves (offline: SmolLM2)
+    "The OpenAI SDK (Chat Completions and Responses)": How(check_reply, stub_server=True, served=OFFLINE),
+    "The Anthropic SDK (Messages)": How(check_reply, stub_server=True, served=OFFLINE),
+    "Connect a client": How(lambda run: None, stub_server=True, served=OFFLINE),  # runs without error
     # its `serve` is refused for its model, not for the stub server's port (the port is checked first)
     "Troubleshooting": How(check_troubleshooting, stub_server=True, serve_elsewhere=True),
 }
@@ -454,6 +459,7 @@ def test_readme_section_runs(title: str, tmp_path: Path, tiny: Path) -> None:
         in_checkout=how.in_checkout,
         stdin=how.stdin,
         serve_elsewhere=how.serve_elsewhere,
+        served=how.served,
     )
     expected_failure = title == "Troubleshooting"  # its first command is the failure it explains
     assert expected_failure or run.returncode == 0, textwrap.shorten(run.output, 4000)

@@ -17,12 +17,19 @@ here (``benchmarks/bench_decode.py``). BLIS gets ``BLIS_NUM_THREADS`` = the usab
 loaded or will be, and its threads (read with ``threadpoolctl``).
 
 Opt out with ``TINYTITAN_OPENBLAS=0`` (or ``TINYTITAN_BLAS=off``). This module must not import mlx.
+
+Ctrl-C across the re-exec: the new interpreter starts with SIGINT blocked (a signal mask survives
+``execve``), so a Ctrl-C while it imports ``site`` is not a "Fatal Python error: init_import_site";
+the entry point calls ``release_sigint()`` first thing, and a Ctrl-C pressed meanwhile arrives there,
+as a ``KeyboardInterrupt`` the CLI can end on quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -42,11 +49,13 @@ __all__ = [
     "find_openblas",
     "openblas_active",
     "preload_env",
+    "release_sigint",
 ]
 
 OPT_OUT_ENV = "TINYTITAN_OPENBLAS"
 BLAS_ENV = "TINYTITAN_BLAS"  # auto (default) | blis | openblas | off
 REEXEC_ENV = "_TINYTITAN_OPENBLAS_REEXEC"
+SIGINT_HELD_ENV = "_TINYTITAN_SIGINT_HELD"  # the re-exec blocked SIGINT: release_sigint() unblocks it
 _PATTERNS = (
     "/usr/lib/*/openblas-pthread/libopenblas.so.0",
     "/usr/lib/openblas-pthread/libopenblas.so.0",
@@ -140,6 +149,7 @@ def ensure_openblas() -> None:
     Does nothing off Linux, when opted out, when no such BLAS is installed, when it is already
     preloaded, after the one re-exec, or when mlx was already imported (too late to matter).
     """
+    release_sigint()  # the re-executed process (a script calling this first thing): Ctrl-C works again
     lib, _ = _plan()
     if lib is None:
         mapped = _mapped() if os.environ.get(REEXEC_ENV) and os.environ.get(blis.ARCH_ENV) else None
@@ -151,10 +161,20 @@ def ensure_openblas() -> None:
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
+    held = signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if held:  # blocked through the new interpreter's start-up; a press waits for release_sigint()
+        env[SIGINT_HELD_ENV] = "1"
+    with contextlib.suppress(OSError):  # cannot re-exec: run on with the bundled BLAS
         os.execve(sys.executable, [sys.executable, *argv[1:]], env)
-    except OSError:  # cannot re-exec: run on with the bundled BLAS
-        return
+    if held:  # still this process (the exec failed): Ctrl-C as before
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def release_sigint() -> None:
+    """Unblock the SIGINT the re-exec blocked (the entry point, first thing); a Ctrl-C pressed while
+    the interpreter started is raised here as ``KeyboardInterrupt``."""
+    if os.environ.pop(SIGINT_HELD_ENV, None):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @dataclass(frozen=True)

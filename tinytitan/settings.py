@@ -9,6 +9,10 @@ import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tinytitan.engine.kv.form import KvForm
 
 __all__ = [
     "DEFAULT_HOST",
@@ -77,6 +81,12 @@ class Settings:
     prompt_cache_dir: str | None = None  # the disk tier of the prompt cache (off when None)
     prompt_cache_disk_mib: int = 8192
     dtype: str = "auto"
+    # the KV cache (README: Long contexts): quantized with --kv-bits, every model of the server
+    kv_bits: int | None = None  # 4 or 8; None: full precision
+    kv_group_size: int = 64
+    quantized_kv_start: int = 0  # a batch is quantized once it holds this many tokens
+    # bytes for every row's KV cache and the prompt cache together; None: the default share; 0: no bound
+    max_kv_memory: int | None = None
     parallel: str = "auto"  # under mlx.launch: auto | tensor | pipeline (issue #19)
     distributed_timeout: float = 60.0  # seconds before a silent rank counts as lost
     keepalive_seconds: float = 5.0  # SSE keepalive interval (reference §1)
@@ -131,7 +141,20 @@ class Settings:
         if self.memory_max_records < 1 or self.memory_max_mib < 1:
             raise SettingsError("--memory-max-records and --memory-max-mib must be at least 1")
         check_sampling_defaults(self.sampling_defaults)
+        form = self.kv_form()
+        if form is not None and (why := form.problem()) is not None:
+            raise SettingsError(why)
+        if self.max_kv_memory is not None and self.max_kv_memory < 0:
+            raise SettingsError("--max-kv-memory takes a size (8GiB, 512MiB), or off")
         if self.models_dirs and self.stub:
             raise SettingsError("give --models-dir or --stub, not both")
         if self.models_dirs and self.model_id:
             raise SettingsError("--model-id cannot rename a catalog: each model is served under its directory name")
+
+    def kv_form(self) -> KvForm | None:
+        """The quantized KV cache's form ``--kv-bits`` asks for, or None (full precision)."""
+        if self.kv_bits is None:
+            return None
+        from tinytitan.engine.kv.form import KvForm
+
+        return KvForm(self.kv_bits, self.kv_group_size, self.quantized_kv_start)

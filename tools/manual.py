@@ -29,6 +29,7 @@ EXTRA_ENVIRONMENT: dict[str, str] = {
     "TINYTITAN_BLAS": "Which BLAS the Linux CPU re-exec preloads: auto (BLIS when installed, else OpenBLAS; "
     "the default), blis, openblas or off; any other value is refused (exit 2).",
     "_TINYTITAN_OPENBLAS_REEXEC": "Internal: set in the re-executed process so it does not re-exec again.",
+    "_TINYTITAN_SIGINT_HELD": "Internal: the re-exec blocked Ctrl-C through the new interpreter's start-up.",
     "_TINYTITAN_BLIS_KERNELS": "Internal: the BLIS kernel set the re-exec chose (with BLIS_ARCH_TYPE) on a CPU "
     "BLIS does not know, for the banner.",
     "TINYTITAN_DEVICE_CHECK": "1: debugging and tests: any MLX call off the engine's device thread raises "
@@ -86,13 +87,15 @@ EXIT_STATUS: list[tuple[str, str]] = [
         "A usage or setup error, in one line on stderr: a bad flag or variable (a --port outside 1-65535, an "
         "unknown TINYTITAN_BLAS, a BLIS_ARCH_TYPE the preloaded BLIS has no kernels for), a port in use, "
         "a model that cannot be loaded (missing or truncated weights, "
-        "refused at start-up; or its first load failed), a server that is down (chat).",
+        "refused at start-up; or its first load failed), a server that is down (chat), an unknown command "
+        "(the line says what to type instead), an empty chat prompt, a --models-dir that does not exist.",
     ),
     ("3", "serve: the web app failed to start after the port was bound (the log says why)."),
     ("75", "serve under mlx.launch: the group lost a rank; every rank exits with it so the launcher can restart."),
     (
         "130",
-        "Interrupted: Ctrl-C in chat or before serve started; serve: a second Ctrl-C while it shuts down "
+        "Interrupted: Ctrl-C in chat (also while it starts) or before serve started; serve: a second Ctrl-C "
+        "while it shuts down "
         "(stopped at once, open requests cut, one line).",
     ),
     (

@@ -90,6 +90,8 @@ def test_the_stored_response_routes_answer_structs() -> None:
         "compaction",
         "tool_search_call",
         "tool_search_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
     }
     query = [p["name"] for p in DOC["paths"]["/v1/responses/{response_id}/input_items"]["get"]["parameters"]]
     assert query == ["response_id", "order", "limit", "after"]

@@ -15,7 +15,14 @@ import pytest
 
 from tinytitan.engine.models.stub import StubBackend
 from tinytitan.engine.request import ModelInfo
-from tinytitan.engine.request.defaults import GENERATION_CONFIG, REQUEST, SERVE_FLAG, SERVER_DEFAULT, model_defaults
+from tinytitan.engine.request.defaults import (
+    GENERATION_CONFIG,
+    MEASURED,
+    REQUEST,
+    SERVE_FLAG,
+    SERVER_DEFAULT,
+    model_defaults,
+)
 from tinytitan.settings import Settings
 from tinytitan.testing.server import LiveServer, live_server
 
@@ -86,8 +93,8 @@ def test_generation_config_and_a_serve_flag(from_config: LiveServer, protocol: s
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_publisher_table_for_a_model_whose_files_carry_none(smollm2: LiveServer, protocol: str) -> None:
     got = post(smollm2, protocol)
-    assert (got["sampling"]["temperature"], got["sampling"]["top_p"], got["sampling"]["top_k"]) == (0.2, 0.9, None)
-    assert got["sampling_from"] == {"temperature": SMOLLM2, "top_p": SMOLLM2}
+    assert (got["sampling"]["temperature"], got["sampling"]["top_p"], got["sampling"]["top_k"]) == (0.2, 0.5, None)
+    assert got["sampling_from"] == {"temperature": SMOLLM2, "top_p": MEASURED}  # the 135M's top_p (issue 37)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -107,4 +114,4 @@ def test_a_requests_own_values_win_over_every_default(from_config: LiveServer, p
 def test_the_responses_object_echoes_the_applied_defaults(smollm2: LiveServer) -> None:
     body = {"model": smollm2.engine.info.id, "input": "hi"}
     obj = httpx.post(smollm2.v1 + "/responses", json=body, timeout=60).raise_for_status().json()
-    assert (obj["temperature"], obj["top_p"]) == (0.2, 0.9)
+    assert (obj["temperature"], obj["top_p"]) == (0.2, 0.5)

@@ -30,6 +30,15 @@ def test_the_root_says_the_server_runs_in_one_line(server: LiveServer) -> None:
     assert "/v1" in response.text
 
 
+def test_head_at_the_root_answers_as_get_without_a_body(server: LiveServer) -> None:
+    """Claude Code checks the address with ``HEAD /`` on every start: 200, GET's headers, no body."""
+    got = httpx.get(server.url + "/", headers=AUTH)
+    response = httpx.head(server.url + "/", headers=AUTH)
+    assert response.status_code == 200 and response.content == b""
+    assert response.headers["content-length"] == str(len(got.content))
+    assert response.headers["content-type"] == got.headers["content-type"]
+
+
 def test_every_refusal_body_is_written_the_same_way(server: LiveServer) -> None:
     """The guard's 415 and 401 are encoded as the app's own 400 and 404 are: compact JSON, one envelope."""
     refusals = [

@@ -30,8 +30,12 @@ USAGE = Usage(prompt_tokens=10, cached_tokens=4, completion_tokens=6, reasoning_
 CALL = ToolCall("call_1", "read", '{"path": "a"}')
 NAMESPACED = ToolCall("call_2", "grep", "{}", namespace="fs")
 # every kind of engine event, every way a generation ends
+CUSTOM = ToolCall(
+    "call_9", "apply_patch", '*** Begin Patch\n*** Add File: a\n+"x" {y} \\\n*** End Patch\n', type="custom"
+)
 RUNS: list[list[Event | BaseException]] = [
     [ReasoningDelta("hm"), TextDelta("héllo"), CALL, NAMESPACED, Finished("tool_calls", USAGE)],
+    [CUSTOM, Finished("tool_calls", USAGE)],
     [TextDelta("a"), Finished("length", USAGE)],
     [Finished("stop", USAGE, stop_sequence="END")],
     [ReasoningDelta("only thinking"), Finished("stop")],

@@ -101,8 +101,8 @@ def test_compact_says_what_the_note_holds_and_what_the_passes_did(
     first, rest = _said(capsys).split("\n", 1)
     said = " ".join(rest.split())  # the console wraps a long line
     assert first == "compacting…"
-    assert said.startswith(f"compacted 2 items into a note of {len(NOTE)} characters (model); its passes read ")
-    assert " from the prompt cache) and wrote 2, discarded passes included" in said
+    assert said.startswith(f"compacted 2 items into a note of {len(NOTE)} characters, written by the model; ")
+    assert " from the prompt cache) and wrote 2 for it" in said and "(model)" not in said
 
 
 def test_reasoning_on_a_model_without_a_switch(chat: ChatApp, capsys: pytest.CaptureFixture[str]) -> None:

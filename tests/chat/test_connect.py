@@ -54,4 +54,4 @@ def test_default_is_the_local_server_else_in_process(server: LiveServer, monkeyp
     monkeypatch.setenv("TINYTITAN_PORT", str(free_port()))
     monkeypatch.setenv("TINYTITAN_MODEL", "/models/mine")
     assert connect(None, Settings(reasoning="low")) == "in-process"
-    assert loaded == [(Settings(model="/models/mine", reasoning="low"), None)]
+    assert loaded == [(Settings(model="/models/mine", reasoning="low"), None, None)]

@@ -16,6 +16,7 @@ from tinytitan.engine.models.stub import StubBackend
 from tinytitan.testing.process import free_port
 from tinytitan.testing.scripts import STUB_MODEL, script
 from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.waiting import wait_until
 
 
 class View:
@@ -47,6 +48,9 @@ class View:
 
     def interrupted(self, reason: str | None = None) -> None:
         self.log.append(("interrupted", reason))
+
+    def withdrawn(self) -> None:
+        self.log.append(("withdrawn", None))
 
     def failed(self, message: str) -> None:
         self.log.append(("failed", message))
@@ -166,18 +170,9 @@ def test_an_answer_that_repeats_forever_is_stopped_early_and_one_copy_kept() -> 
         assert log[-1] == ("interrupted", f"the answer kept repeating the same {len(PARAGRAPH)} characters")
         kept = runner.session.items[-1]["content"][0]["text"]
         assert kept.startswith("Once upon a time. The fox") and kept.count("looked at the water") == 1
-        assert _eventually_empty(live)  # the server's generation was cancelled
+        wait_until(lambda: not live.engine.jobs, limit=60, what="for the server to cancel the generation")
         live.engine.backend.script["rules"] = [{"reply": {"text": "hello"}}]  # type: ignore[attr-defined]
         assert runner.run("again") == "done"  # the slot is free
-
-
-def _eventually_empty(live: LiveServer) -> bool:
-    import time
-
-    deadline = time.monotonic() + 30
-    while live.engine.jobs and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not live.engine.jobs
 
 
 def test_thinking_that_repeats_forever_is_stopped_too() -> None:
@@ -189,4 +184,4 @@ def test_thinking_that_repeats_forever_is_stopped_too() -> None:
         assert log[-1] == ("interrupted", f"the thinking kept repeating the same {len(PARAGRAPH)} characters")
         assert not any(kind == "text" for kind, _ in log)
         assert [i["role"] for i in runner.session.items] == ["user"]  # nothing was answered
-        assert _eventually_empty(live)
+        wait_until(lambda: not live.engine.jobs, limit=60, what="for the server to cancel the generation")

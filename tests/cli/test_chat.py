@@ -134,6 +134,7 @@ def test_clear_starts_a_new_conversation(server: ServerProcess, tmp_path: Path) 
 def test_ctrl_c_at_the_prompt_clears_the_line(server: ServerProcess, tmp_path: Path) -> None:
     child = _chat(server, tmp_path)
     child.send("half a thought")
+    child.expect_exact("half a thought")  # the editor has the keys
     child.sendintr()
     _ask(child, "apples")
     assert _user_texts(_requests(server)[-1]) == ["apples"]
@@ -304,6 +305,33 @@ def test_pipe_mode_with_memory_in_process_remembers_under_the_chat_directory(tmp
 
 
 # -- the tiny real model, in-process ------------------------------------------------------------
+
+
+def test_ctrl_c_while_the_fast_cpu_reexec_starts_python_ends_quietly(tmp_path: Path) -> None:
+    """A Ctrl-C pressed while the re-executed interpreter imports ``site`` (``tinytitan chat`` re-execs
+    with a faster BLAS before loading a model) once aborted it: "Fatal Python error: init_import_site".
+    A ``sitecustomize`` that presses it at exactly that moment: the chat ends quietly with 130."""
+    from tinytitan.cpu_blas import REEXEC_ENV
+    from tinytitan.testing.tiny_model import tiny_model_dir
+
+    pressed = tmp_path / "pressed"
+    (tmp_path / "sitecustomize.py").write_text(  # Ctrl-C as at a terminal (a shell's background job ignores it)
+        f"import os, signal\nif os.environ.get({REEXEC_ENV!r}):\n"
+        "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        f"    open({str(pressed)!r}, 'w').close()\n    os.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tinytitan", "chat", "--model", str(tiny_model_dir())],
+        input="hi\n",
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO_ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if not pressed.exists():
+        pytest.skip("the chat does not re-exec on this machine (no BLIS or OpenBLAS to preload)")
+    assert "Fatal Python error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
 
 
 def test_ctrl_c_with_a_real_model_in_process_keeps_the_session(tmp_path: Path) -> None:

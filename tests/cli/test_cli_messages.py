@@ -14,9 +14,11 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tinytitan.chat.app import EMPTY_PROMPT
+from tinytitan.testing.other_server import other_server
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, serve_stub_process
 from tinytitan.testing.scripts import script
-from tinytitan.testing.terminal import PROMPT, spawn_chat
+from tinytitan.testing.terminal import PROMPT, plain, spawn, spawn_chat
 
 CHAT = {"messages": [{"role": "user", "content": "Count me, please."}]}
 TOOLS = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
@@ -66,11 +68,42 @@ def test_a_one_shot_prompt_takes_piped_stdin_after_it(server: ServerProcess) -> 
     assert alone.returncode == 0 and alone.stdout == "hello\n"
 
 
-def test_a_one_shot_prompt_that_fails_is_one_line_and_exit_1(server: ServerProcess) -> None:
-    done = _run("chat", "--url", server.url, "--api-key", "k1", "word " * 400)
+def test_a_one_shot_prompt_past_the_window_says_send_less(server: ServerProcess) -> None:
+    """`cat big.txt | tinytitan chat "Summarize"`: one line and exit 1; no advice to type chat commands
+    the one-shot chat cannot take."""
+    done = _run("chat", "--url", server.url, "--api-key", "k1", "Summarize", stdin="word " * 400)
     assert done.returncode == 1 and done.stdout == ""
     (line,) = done.stderr.splitlines()
-    assert line.startswith("error: ") and "/compact" in line and "/clear" in line  # says how to go on
+    assert line.startswith("error: ") and "context window" in line and "send less text" in line
+    assert "/compact" not in line and "/clear" not in line
+
+
+def test_a_chat_past_the_window_says_compact_or_clear(server: ServerProcess, tmp_path: Path) -> None:
+    """At the chat's prompt the way on is its own commands."""
+    child = spawn_chat("--url", server.url, "--api-key", "k1", data_home=tmp_path, cwd=tmp_path)
+    child.expect_exact(PROMPT)
+    child.sendline("word " * 400)
+    child.expect_exact("context window")
+    child.expect_exact(PROMPT)
+    said = " ".join(plain(child.before).split())  # rich wraps the line at 100 columns
+    assert "/compact replaces the conversation by a short note, /clear starts a new one" in said
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+
+
+@pytest.mark.parametrize("prompt", ["", "   "])
+def test_an_empty_prompt_is_refused(server: ServerProcess, prompt: str, tmp_path: Path) -> None:
+    """`tinytitan chat ""` sends nothing: one line, exit 2 (piped input alone is a prompt)."""
+    piped = _run("chat", "--url", server.url, "--api-key", "k1", prompt)
+    assert piped.returncode == 2 and piped.stdout == ""
+    assert piped.stderr.strip() == f"tinytitan chat: {EMPTY_PROMPT}" and "give a message" in EMPTY_PROMPT
+    at_a_terminal = spawn_chat("--url", server.url, "--api-key", "k1", prompt, data_home=tmp_path, cwd=tmp_path)
+    at_a_terminal.expect_exact("tinytitan chat: the prompt is empty")
+    at_a_terminal.expect(pexpect.EOF)
+    at_a_terminal.close()
+    assert at_a_terminal.exitstatus == 2
+    with_input = _run("chat", "--url", server.url, "--api-key", "k1", prompt, stdin="a diff to review\n")
+    assert with_input.returncode == 0 and with_input.stdout == "looks fine\n"
 
 
 @pytest.mark.parametrize(
@@ -91,6 +124,16 @@ def test_chat_refusals_are_one_line_and_exit_2(
     assert line.startswith("tinytitan chat: ") and expected in line
 
 
+def test_a_url_where_something_else_answers_says_so(tmp_path: Path) -> None:
+    """Not "no server answers", and not the same URL again as the way out."""
+    with other_server() as url:
+        done = _run("chat", "--url", url, stdin="hi\n")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"tinytitan chat: something other than a TinyTitan server answers at {url} ")
+    assert "check the port" in line and f"--url {url}" not in line
+
+
 def test_the_history_file_is_owner_only(server: ServerProcess, tmp_path: Path) -> None:
     history = tmp_path / "tinytitan" / "chat_history"
     history.parent.mkdir()
@@ -108,8 +151,8 @@ def test_the_history_file_is_owner_only(server: ServerProcess, tmp_path: Path) -
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
 
 
-def test_a_paste_longer_than_the_real_model_says_compact_or_clear_and_nothing_else(tmp_path: Path) -> None:
-    """SmolLM2 (8K): a 10,000-token paste is one error line, without transformers' warning above it."""
+def test_a_paste_longer_than_the_real_model_is_one_line_and_nothing_else(tmp_path: Path) -> None:
+    """SmolLM2 (8K): a 10,000-token piped paste is one error line, without transformers' warning above it."""
     from tinytitan.engine.models.mlx.embedded import embedded_gguf
 
     gguf = embedded_gguf()
@@ -117,7 +160,7 @@ def test_a_paste_longer_than_the_real_model_says_compact_or_clear_and_nothing_el
     done = _run("chat", "--model", str(gguf), stdin="word " * 10_000 + "\n")
     assert done.returncode == 1 and done.stdout == ""
     (line,) = done.stderr.splitlines()
-    assert "context" in line and "/compact" in line and "Token indices" not in done.stderr
+    assert "context" in line and "send less text" in line and "Token indices" not in done.stderr
 
 
 # -- count-tokens and compact -----------------------------------------------------------------
@@ -153,9 +196,7 @@ def test_count_tokens_at_a_terminal_says_it_reads_stdin(tmp_path: Path) -> None:
     stub = tmp_path / "stub.json"
     stub.write_text(json.dumps(script()))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    child = pexpect.spawn(
-        sys.executable, ["-m", "tinytitan", "count-tokens", "--stub", str(stub)], env=env, encoding="utf-8", timeout=60
-    )
+    child = spawn(sys.executable, ["-m", "tinytitan", "count-tokens", "--stub", str(stub)], env=env)
     child.expect_exact("reading the request from stdin (end it with Ctrl-D), or give REQUEST.json")
     child.send(json.dumps(CHAT) + "\n")
     child.sendeof()
@@ -166,6 +207,22 @@ def test_count_tokens_at_a_terminal_says_it_reads_stdin(tmp_path: Path) -> None:
 
 
 # -- help ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (["run", "smollm2"], 'to ask a model once: tinytitan chat "PROMPT"'),
+        (["pull", "org/name"], "to download a model: tinytitan models pull ORG/NAME"),
+        (["srve"], "did you mean 'serve'?"),
+        (["frobnicate"], "tinytitan --help lists them"),
+    ],
+)
+def test_an_unknown_command_is_one_line_that_says_what_to_type(typed: list[str], said: str) -> None:
+    done = _run(*typed)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"tinytitan: no command '{typed[0]}'; ") and said in line
 
 
 def test_piped_help_is_not_cut_and_usage_lines_have_no_braces() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,16 @@ def _files(tmp_path: Path, session: Any) -> tuple[Path, Path]:
     [RESPONSES, {"input": RESPONSES}, CHAT, {"messages": CHAT}, MESSAGES],
     ids=["responses items", "responses body", "chat messages", "chat body", "messages body"],
 )
-def test_compact_prints_the_note(tmp_path: Path, session: Any) -> None:
+def test_compact_prints_the_note(tmp_path: Path, session: Any, caplog: pytest.LogCaptureFixture) -> None:
     path, script = _files(tmp_path, session)
+    caplog.set_level(logging.INFO, logger="tinytitan")
     result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == NOTE
     assert "compaction pass 1" in result.stderr
+    # the summary in words, counted right: no "(model)" mode name, no "1 passes" (in the log either)
+    assert "written by the model; 1 pass wrote" in result.stderr and "done: model," not in result.stderr
+    assert "1 pass)" in caplog.text and "1 passes" not in caplog.text
 
 
 def test_a_messages_session_that_ends_with_the_reply_compacts(tmp_path: Path) -> None:
@@ -117,6 +122,17 @@ def test_corrupt_session_is_a_clear_error(tmp_path: Path, session: str) -> None:
     result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
     assert result.exit_code == 2, result.output
     assert "tinytitan compact:" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("budget", ["0", "-5"])
+def test_a_budget_below_one_names_the_flag(tmp_path: Path, budget: str) -> None:
+    path, script = _files(tmp_path, RESPONSES)
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script), "--max-tokens", budget])
+    assert result.exit_code == 2 and "max_compaction_tokens" not in result.output
+    assert (
+        result.stderr.strip()
+        == f"tinytitan compact: --max-tokens is the note's budget in tokens, at least 1 (not {budget})"
+    )
 
 
 def test_a_missing_session_is_a_clear_error(tmp_path: Path) -> None:

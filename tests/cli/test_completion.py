@@ -10,13 +10,14 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
-import pexpect
 import pytest
 from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
 from tinytitan.testing.missing import missing
+from tinytitan.testing.terminal import spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "completions"
@@ -48,16 +49,14 @@ def test_completion_of_an_unknown_shell_is_a_usage_error() -> None:
 # --- bash: readline itself, then the completion function word by word ---------------------------
 
 
-def _interactive_bash(tmp_path: Path) -> pexpect.spawn:
+def _interactive_bash(tmp_path: Path) -> Any:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "TERM": "dumb",
         "INPUTRC": "/dev/null",
     }
-    bash = pexpect.spawn(
-        _shell("bash"), ["--norc", "--noprofile", "-i"], env=env, cwd=str(tmp_path), encoding="utf-8", timeout=20
-    )
+    bash = spawn(_shell("bash"), ["--norc", "--noprofile", "-i"], env=env, cwd=tmp_path)
     bash.sendline(f"PS1='READY> '; bind 'set show-all-if-ambiguous on'; source {SCRIPTS / 'tinytitan.bash'}")
     bash.expect("READY> ")
     return bash
@@ -135,7 +134,7 @@ def test_zsh_tab_completes_through_compinit(tmp_path: Path) -> None:
     functions.mkdir()
     shutil.copy(SCRIPTS / "_tinytitan", functions / "_tinytitan")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "TERM": "dumb"}
-    zsh = pexpect.spawn(_shell("zsh"), ["-f", "-i"], env=env, cwd=str(tmp_path), encoding="utf-8", timeout=20)
+    zsh = spawn(_shell("zsh"), ["-f", "-i"], env=env, cwd=tmp_path)
     try:
         zsh.sendline(f"PS1='READY> '; fpath=({functions} $fpath); autoload -Uz compinit; compinit -u -D")
         zsh.expect("READY> ")

@@ -76,6 +76,23 @@ def test_refusals_are_clean_errors(tmp_path: Path) -> None:
     assert wrong_api.exit_code == 2
 
 
+def test_empty_stdin_says_what_to_give(tmp_path: Path) -> None:
+    stub = tmp_path / "stub.json"
+    stub.write_text(json.dumps(script()))
+    done = subprocess.run(
+        [sys.executable, "-m", "tinytitan", "count-tokens", "--stub", str(stub)],
+        input="",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "tinytitan count-tokens: standard input is empty; pipe a request body in, or give REQUEST.json"
+    )
+
+
 CLAUDE_REQUEST = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 32000,

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tinytitan.testing.other_server import other_server
 from tinytitan.testing.process import REPO_ROOT, ServerProcess, free_port, serve_stub_process
 from tinytitan.testing.waiting import wait_until
 
@@ -90,6 +91,13 @@ def test_a_server_that_does_not_answer(tmp_path: Path) -> None:
     _refused(_launch("claude", "--url", f"http://127.0.0.1:{free_port()}", path=tmp_path), "no server answers at")
 
 
+def test_a_url_where_something_else_answers(tmp_path: Path) -> None:
+    _agent(tmp_path, "claude")
+    with other_server() as url:
+        done = _launch("claude", "--url", url, path=tmp_path)
+    _refused(done, f"something other than a TinyTitan server answers at {url} (GET /health answered 404)")
+
+
 def test_a_server_that_wants_a_key(tmp_path: Path, server: ServerProcess) -> None:
     _agent(tmp_path, "claude")
     _refused(_launch("claude", "--url", server.url, path=tmp_path), "wants an API key: pass --api-key")
@@ -103,6 +111,11 @@ def test_a_server_that_wants_a_key(tmp_path: Path, server: ServerProcess) -> Non
 def test_a_bad_reasoning_level(tmp_path: Path) -> None:
     _agent(tmp_path, "pi")
     _refused(_launch("pi", "--stub", "x.json", "--reasoning", "loud", path=tmp_path), "unknown reasoning level 'loud'")
+
+
+def test_code_mode_is_codexs_alone(tmp_path: Path) -> None:
+    _agent(tmp_path, "pi")
+    _refused(_launch("pi", "--code-mode", "--stub", "x.json", path=tmp_path), "--code-mode is for codex only")
 
 
 def test_a_server_that_cannot_start(tmp_path: Path) -> None:

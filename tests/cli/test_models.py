@@ -24,6 +24,7 @@ from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.models.mlx.facts import size_on_disk
 from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo
 from tinytitan.testing.server import LiveServer, live_server
+from tinytitan.testing.terminal import spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -58,6 +59,7 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "default_reasoning": "on",
         "tool_call_family": "json_tools",
         "tool_calls": True,
+        "freeform_tools": True,
         "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",
@@ -146,10 +148,7 @@ def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def _rm_at_a_terminal(*args: str) -> Any:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return pexpect.spawn(
-        sys.executable, ["-m", "tinytitan", "models", "rm", *args], env=env, encoding="utf-8", timeout=60
-    )
+    return spawn(sys.executable, ["-m", "tinytitan", "models", "rm", *args])
 
 
 def test_pull_offline_names_the_id_and_the_way_out(tmp_path: Path) -> None:

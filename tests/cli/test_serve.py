@@ -282,6 +282,14 @@ def test_the_banner_states_the_sampling_defaults_and_a_model_without_tool_calls(
         proc.wait(timeout=10)
 
 
+def test_an_unknown_reasoning_level_lists_the_levels(tmp_path: Path) -> None:
+    stub = tmp_path / "s.json"
+    stub.write_text(json.dumps({"rules": []}))
+    result = runner.invoke(app, ["serve", "--stub", str(stub), "--reasoning", "bogus"])
+    assert result.exit_code == 2
+    assert "unknown reasoning level 'bogus'; one of off, on, minimal, low, medium, high, xhigh, max" in result.output
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [("--top-p", "0", "--top-p must be in (0, 1], not 0"), ("--temperature", "3", "--temperature must be in [0, 2]")],

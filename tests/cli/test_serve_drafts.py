@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tinytitan.cli import serve
 from tinytitan.cli.app import app
-from tinytitan.cli.serve import _engine_note
+from tinytitan.cli.banner import engine_note as _engine_note
 from tinytitan.settings import Settings
 from tinytitan.testing.families import family_dir
 from tinytitan.testing.process import free_port, start_serve

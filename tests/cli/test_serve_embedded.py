@@ -36,14 +36,19 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
             [sys.executable, "-m", "tinytitan", "serve"], env=env, stdout=sink, stderr=subprocess.STDOUT
         )
     states: list[str] = []
+    steps: list[str] = []
 
     def ready() -> bool:
-        states.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()["status"])
+        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+        states.append(health["status"])
+        steps.append(health.get("step", ""))
         return states[-1] == "ok"
 
     try:
         wait_started(proc, ready, 120)
         assert states[0] == "loading" and states[-1] == "ok" and states.count("ok") == 1  # in this order
+        # the port answers from the start, the conversion included (before the web stack is up)
+        assert any(step.startswith("converting SmolLM2-135M-Instruct.Q4_1.gguf") for step in steps), steps
         body = {
             "model": "SmolLM2-135M-Instruct",
             "messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
@@ -52,6 +57,13 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=300)
         assert r.status_code == 200, r.text
         assert "Paris" in r.json()["choices"][0]["message"]["content"]
+        # the README's question at the model's own sampling (no values sent): right on every seed
+        asked = {**body, "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 32}
+        del asked["temperature"]
+        for seed in range(10):
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={**asked, "seed": seed}, timeout=300)
+            answer = r.json()["choices"][0]["message"]["content"]
+            assert "Paris" in answer, f"seed {seed}: {answer!r}"
         banner = log.read_text()
         assert "serving the embedded SmolLM2-135M-Instruct" in banner and "the hub is offline" in banner
         assert "TinyTitan serving 'SmolLM2-135M-Instruct'" in banner
@@ -60,5 +72,11 @@ def test_fresh_offline_serve_answers_with_the_embedded_model(tmp_path: Path) -> 
         assert "TinyTitan: loading weights (98 MB, as float32)…" in said
         assert said[-1].startswith("TinyTitan serving 'SmolLM2-135M-Instruct'")  # the banner once ready
         assert "Traceback" not in banner
+        # plain lines, no log records; that it has no tools is said once, under the banner, in words
+        assert "WARNING" not in banner and " INFO " not in banner and "no tool-call parser" not in banner
+        before, after = banner.split("TinyTitan serving 'SmolLM2-135M-Instruct'", 1)
+        assert all(line.startswith("TinyTitan: ") for line in before.splitlines() if "GET /health" not in line)
+        assert [line.split(":")[0] for line in after.splitlines()[1:4]] == ["Model", "Tools", "Sampling defaults"]
+        assert banner.count("tool-call syntax") == 1
     finally:
         stop(proc)

@@ -11,6 +11,7 @@ import httpx
 
 from tinytitan.engine.models.mlx.embedded import embedded_gguf
 from tinytitan.testing.process import REPO_ROOT, free_port, start_serve, stop, wait_started
+from tinytitan.testing.terminal import spawn
 
 
 def _one_line(err: str) -> str:
@@ -95,16 +96,15 @@ def test_one_banner_line_and_no_access_log_for_health(tmp_path: Path) -> None:
 
 def test_the_banner_wraps_between_words_on_a_narrow_terminal(tmp_path: Path) -> None:
     """On a terminal the banner is wrapped at spaces to its width (a pty, as a user's shell gives)."""
-    pexpect = __import__("pexpect")
     stub = tmp_path / "s.json"
     stub.write_text(json.dumps({"model": "a-model-with-a-rather-long-name", "rules": []}))
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     args = ["-m", "tinytitan", "serve", "--stub", str(stub), "--port", str(port)]
-    child = pexpect.spawn(sys.executable, args, env=env, dimensions=(24, 60))
+    child = spawn(sys.executable, args, env=env, dimensions=(24, 60))
     try:
-        child.expect("scripted\\)", timeout=60)
-        shown = child.before.decode() + "scripted)"
+        child.expect("scripted\\)")
+        shown = child.before + "scripted)"
     finally:
         child.kill(2)
         child.close()

@@ -101,3 +101,21 @@ def test_weights_that_fail_to_load_stop_the_server_with_one_line(tiny_dir: Path,
         f"tinytitan serve: model 'wrong' could not be loaded from {model}: "
         "Received 1 parameters not in model: nothing.weight."
     )
+
+
+@pytest.mark.usefixtures("device")  # the test writes the wrong weights with MLX itself
+def test_a_refusal_of_a_model_without_tools_is_the_only_line_after_the_progress(tmp_path: Path) -> None:
+    """No log record before a refusal: the note that a model has no tool-call syntax belongs to the
+    banner, and a server that never starts has none."""
+    import mlx.core as mx
+
+    from tinytitan.testing.families import family_dir
+
+    model = _without_weights(family_dir("llama-3"), tmp_path / "plain")  # a template no tool parser reads
+    mx.save_safetensors(str(model / "model.safetensors"), {"nothing.weight": mx.zeros((2, 2))})
+    proc = start_serve("--model", str(model), "--port", str(free_port()))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == ""
+    said = [line for line in err.splitlines() if not line.startswith("TinyTitan: ")]  # the loading steps
+    assert said == [f"tinytitan serve: model 'plain' could not be loaded from {model}: " + said[0].split(": ", 2)[2]]
+    assert "tool" not in err

@@ -64,9 +64,11 @@ def test_codex_gets_the_context_error_in_its_envelope(small_window: StubServer, 
 
 
 def test_claude_code_gets_the_context_error_in_its_envelope(small_window: StubServer, claude: Claude) -> None:
-    """The same on Messages: a 400 ``invalid_request_error`` naming the window, which Claude Code shows."""
+    """The same on Messages: a 400 ``invalid_request_error`` in the API's own words ("prompt is too long:
+    N tokens > M maximum"), which Claude Code reads as its prompt-too-long case and reports with our limit."""
     run = claude.run(small_window, "say hi")
     (result,) = [e for e in run.json_lines() if e.get("type") == "result"]
-    assert result["is_error"] is True and "context window" in result["result"], run.describe()
+    assert result["is_error"] is True and result.get("terminal_reason") == "prompt_too_long", run.describe()
+    assert "limit 2048" in result["result"], run.describe()
     posts = [line for line in small_window.access_log().splitlines() if "POST /v1/messages" in line]
     assert posts and all("400 Bad Request" in p for p in posts), posts

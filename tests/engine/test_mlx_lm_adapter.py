@@ -16,6 +16,7 @@ import pytest
 
 from tinytitan.engine.mlx_lm_adapter import (
     DecodingRows,
+    cache_problems,
     decoder_layers,
     infer_tool_parser,
     model_classes,
@@ -274,6 +275,108 @@ def test_a_renamed_attribute_turns_drafts_off_with_one_line(
         lines = [r.getMessage() for r in caplog.records if "lacks" in r.getMessage()]
         assert len(lines) == 1, lines
         assert "GenerationBatch._num_tokens" in lines[0] and "serving without drafts" in lines[0]
+    finally:
+        for batch in batches:
+            batch.close()
+
+
+# -- the cache contract the generator drives (a quantized KV cache, issue 42) -------------------------
+@pytest.fixture(scope="module")
+def kv_model(tiny_kv_dir: Any) -> Any:
+    from tinytitan.engine.device import thread as device_thread
+    from tinytitan.engine.device.placement import device_context
+
+    with device_thread.claimed(), device_context(EXACT):
+        from mlx_lm import load
+
+        loaded, _tok = load(str(tiny_kv_dir))
+    return loaded
+
+
+def test_our_quantized_batch_cache_has_what_this_mlx_lm_drives() -> None:
+    from tinytitan.engine.kv.cache import QuantizedBatchKVCache
+
+    assert cache_problems(QuantizedBatchKVCache) == []
+
+
+def test_a_cache_method_mlx_lm_gained_or_one_we_lack_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlx_lm.models.cache import BatchKVCache
+
+    from tinytitan.engine.kv.cache import QuantizedBatchKVCache
+
+    monkeypatch.setattr(BatchKVCache, "rotate", lambda self: None, raising=False)  # a release that added one
+    assert cache_problems(QuantizedBatchKVCache) == ["BatchKVCache.rotate (new)"]
+    partial = type("Partial", (), {n: getattr(QuantizedBatchKVCache, n) for n in ("prepare", "finalize", "trim")})
+    assert "Partial.extend" in cache_problems(partial) and "Partial.trim" not in cache_problems(partial)
+    monkeypatch.delattr(BatchKVCache, "rotate")
+    monkeypatch.delattr(BatchKVCache, "finalize")  # a release that renamed one it drives
+    assert cache_problems(QuantizedBatchKVCache) == ["BatchKVCache.finalize"]
+
+
+def test_the_generator_batches_row_caches_through_their_merge_and_attends_quantized(
+    kv_model: Any, device: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mlx-lm merges a prompt's row caches with the first one's ``merge``, extends, filters and extracts
+    the batch cache, and its attention takes the quantized path when the cache has ``bits``."""
+    from mlx_lm.generate import BatchGenerator
+    from mlx_lm.models import base
+
+    from tinytitan.engine.device.placement import device_context
+    from tinytitan.engine.kv.cache import QuantizedBatchKVCache, QuantizedRow, row_caches
+    from tinytitan.engine.kv.form import KvForm
+
+    quantized_calls: list[int] = []
+    original = base.quantized_scaled_dot_product_attention
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        quantized_calls.append(kwargs["bits"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(base, "quantized_scaled_dot_product_attention", counted)
+    form = KvForm(4, 64)
+    with device_context(EXACT):
+        gen = BatchGenerator(kv_model, completion_batch_size=4, prefill_batch_size=1, prefill_step_size=2048)
+        try:
+            first = insert(gen, PROMPT, caches=[row_caches(kv_model, form)])
+            insert(gen, PROMPT[:9], caches=[row_caches(kv_model, form)])
+            for _ in range(64):
+                rows = DecodingRows.of(gen)
+                if rows is not None and len(rows.uids) == 2:
+                    break
+                gen.next()
+            else:
+                raise AssertionError("the two rows never decoded together")
+            assert all(isinstance(c, QuantizedBatchKVCache) and c.quantized for c in rows.cache)
+            before = len(quantized_calls)
+            gen.next()
+            assert quantized_calls[before:] == [4] * len(decoder_layers(kv_model))  # every layer, 4 bits
+            caches = gen.remove([first], return_prompt_caches=True)
+            kept, tokens = caches[first]
+            assert all(isinstance(c, QuantizedRow) for c in kept) and kept[0].offset == len(tokens)
+        finally:
+            gen.close()
+
+
+def test_a_changed_cache_contract_keeps_the_kv_cache_in_full_precision_with_one_line(
+    kv_model: Any, device: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mlx_lm.models.cache import BatchKVCache
+
+    from tinytitan.engine.device import mlx_batch
+    from tinytitan.engine.kv.form import KvForm
+    from tinytitan.engine.prompt_cache.memory import PromptCache
+
+    monkeypatch.setattr(BatchKVCache, "rotate", lambda self: None, raising=False)
+    monkeypatch.setattr(mlx_batch, "_said", set())
+    caplog.set_level(logging.WARNING, logger="tinytitan.mlx")
+    batches = [
+        mlx_batch.MlxBatch(kv_model, PromptCache(2), "m", [EOS], 1, device=EXACT, kv=KvForm(4)) for _ in range(2)
+    ]
+    try:
+        assert [b.kv for b in batches] == [None, None]
+        lines = [r.getMessage() for r in caplog.records if "lacks" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert "BatchKVCache.rotate (new)" in lines[0] and "the KV cache is kept in full precision" in lines[0]
     finally:
         for batch in batches:
             batch.close()

@@ -93,3 +93,22 @@ def test_claude_keeps_the_users_own_custom_headers(tmp_path: Path) -> None:
     user = {"CLAUDE_CONFIG_DIR": str(tmp_path), "ANTHROPIC_CUSTOM_HEADERS": "X-Team: a\nx-tinytitan-loop-guard: off"}
     env = AGENTS["claude"].wire("claude", SMALL, user, []).env
     assert env["ANTHROPIC_CUSTOM_HEADERS"] == "X-Team: a\nx-tinytitan-loop-guard: on"
+
+
+def test_codex_code_mode_needs_a_model_that_takes_freeform_tools(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    import pytest
+
+    from tinytitan.launch.server import LaunchError
+
+    binary = tmp_path / "codex"
+    binary.write_text('#!/bin/sh\necho \'{"models": [{"base_instructions": "I"}]}\'\n', encoding="utf-8")
+    binary.chmod(0o755)
+    environ = {"CODEX_HOME": str(tmp_path / "ch")}
+    with pytest.raises(LaunchError, match="--code-mode"):
+        AGENTS["codex"].wire(str(binary), SMALL, environ, [], code_mode=True)
+    AGENTS["codex"].wire(str(binary), replace(SMALL, freeform_tools=True), environ, [], code_mode=True)
+    (entry,) = json.loads((tmp_path / "ch" / "tinytitan-models.json").read_text(encoding="utf-8"))["models"]
+    assert entry["tool_mode"] == "code_mode_only" and entry["apply_patch_tool_type"] == "freeform"
+    assert AGENTS["codex"].choices == {"code_mode"} and not AGENTS["claude"].choices

@@ -98,3 +98,21 @@ def test_codex_catalog_keeps_the_users_own_catalog_entries(tmp_path: Path) -> No
 def test_no_catalog_when_codex_gives_no_instructions(tmp_path: Path) -> None:
     assert codex_catalog(tmp_path, SERVED, 1, _fake_codex(tmp_path, "not a catalog"), {}) is None
     assert not (tmp_path / CODEX_CATALOG).exists()
+
+
+def test_codex_catalog_gives_freeform_apply_patch_where_the_model_takes_it_and_code_mode_when_asked(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from tinytitan.launch.configs import codex_entry
+
+    plain = codex_entry(SERVED, 1, "I")
+    assert "apply_patch_tool_type" not in plain and "tool_mode" not in plain  # Codex's own default: a function
+    freeform = replace(SERVED, freeform_tools=True)
+    assert codex_entry(freeform, 1, "I")["apply_patch_tool_type"] == "freeform"
+    path = codex_catalog(tmp_path, freeform, 1, _fake_codex(tmp_path, {"models": [{"base_instructions": "I"}]}), {},
+                         code_mode=True)  # fmt: skip
+    assert path is not None
+    (entry,) = json.loads(path.read_text(encoding="utf-8"))["models"]
+    assert (entry["apply_patch_tool_type"], entry["tool_mode"]) == ("freeform", "code_mode_only")

@@ -23,7 +23,16 @@ from tinytitan.api.openapi import openapi_route
 from tinytitan.api.responses.routes import ResponsesController
 from tinytitan.api.responses.store import ResponseStore
 from tinytitan.api.responses.websocket import Sessions, responses_socket
-from tinytitan.api.shared import ModelsController, health, health_head, ready, ready_head, root, stub_requests
+from tinytitan.api.shared import (
+    ModelsController,
+    health,
+    health_head,
+    ready,
+    ready_head,
+    root,
+    root_head,
+    stub_requests,
+)
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -60,6 +69,7 @@ def create_app(engine: EngineDep, settings: Settings | None = None, sessions: Se
 
     handlers: list[Any] = [
         root,
+        root_head,
         health,
         health_head,
         ready,

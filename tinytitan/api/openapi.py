@@ -165,7 +165,8 @@ def openapi_document(routes: list[BodyRoute] | None = None) -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": ref}}},
             "responses": _answers(route),
         }
-    paths["/"] = {"get": _plain("One plain-text line saying the server runs (for a browser)")}
+    line = "One plain-text line saying the server runs (for a browser; clients check the address with HEAD)"
+    paths["/"] = {"get": _plain(line), "head": _plain(line)}
     paths["/health"] = {"get": _plain("Liveness"), "head": _plain("Liveness")}
     paths["/ready"] = {"get": _plain("Readiness (503 until the model is loaded)"), "head": _plain("Readiness")}
     listing = _plain(

@@ -21,6 +21,31 @@ LOOP_GUARD_HEADER = "x-tinytitan-loop-guard"
 
 T = TypeVar("T")
 _PATH = re.compile(r"- at `\$\.?(.*)`$")
+_TYPES = re.compile(r"^Expected `(.+?)`, got `(.+?)`")
+_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "null": "null",
+    "array": "an array",
+    "object": "an object",
+}
+
+
+def _types(spec: str) -> str:
+    """msgspec's ``int | null`` in words: "an integer or null"."""
+    parts = [_WORDS.get(part.strip(), part.strip()) for part in spec.split("|")]
+    return " or ".join(parts)
+
+
+def _validation_message(detail: str, param: str | None) -> str:
+    """A well-formed body that does not fit the wire type: the field and what it should be."""
+    where = f"{param}: this field" if param else "the request body"  # `param: …`, as every refusal names it
+    wrong = _TYPES.match(detail)
+    if wrong:
+        return f"{where} has the wrong type: expected {_types(wrong.group(1))}, got {_types(wrong.group(2))}"
+    return (f"{param}: " if param else "") + f"invalid value: {_PATH.sub('', detail).strip()}"
 
 
 def decode_json(body: bytes, wire_type: type[T]) -> T:
@@ -31,7 +56,7 @@ def decode_json(body: bytes, wire_type: type[T]) -> T:
         detail = str(exc)
         match = _PATH.search(detail)
         param = match.group(1) if match and match.group(1) else None
-        raise InvalidRequest(f"malformed JSON request: {detail}", param=param, code="invalid_json") from exc
+        raise InvalidRequest(_validation_message(detail, param), param=param, code="invalid_json") from exc
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON request: {exc}", code="invalid_json") from exc
     except RecursionError as exc:  # msgspec's nesting limit (the interpreter's recursion limit)

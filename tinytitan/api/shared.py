@@ -21,7 +21,17 @@ from tinytitan.api.wire import AnthropicModel, AnthropicModelList, OpenAIModel, 
 from tinytitan.engine.request import ModelInfo
 from tinytitan.engine.service import Engine
 
-__all__ = ["ModelsController", "capabilities", "health", "health_head", "ready", "ready_head", "root", "stub_requests"]
+__all__ = [
+    "ModelsController",
+    "capabilities",
+    "health",
+    "health_head",
+    "ready",
+    "ready_head",
+    "root",
+    "root_head",
+    "stub_requests",
+]
 
 
 def _openai_model(model_id: str, window: int) -> OpenAIModel:
@@ -91,12 +101,17 @@ def _state(engine: Engine, *, readiness: bool) -> Response[bytes]:
     return Response(body, status_code=status, media_type="application/json")
 
 
-def _head(answer: Response[bytes]) -> Response[None]:
+def _head(answer: Response[Any], media_type: str = "application/json") -> Response[None]:
     """The headers GET would send — ``content-length`` included — and no body (RFC 9110 §9.3.2)."""
-    length = str(len(answer.content))
-    return Response(
-        None, status_code=answer.status_code, media_type="application/json", headers={"content-length": length}
-    )
+    content = answer.content.encode() if isinstance(answer.content, str) else answer.content
+    length = str(len(content))
+    return Response(None, status_code=answer.status_code, media_type=media_type, headers={"content-length": length})
+
+
+@head("/", sync_to_thread=False)
+def root_head() -> Response[None]:
+    """What a client that checks the address first sends (Claude Code, on every start)."""
+    return _head(Response(_ROOT, media_type="text/plain"), "text/plain")
 
 
 @get("/health", sync_to_thread=False)

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -24,7 +25,7 @@ from rich.text import Text
 from tinytitan.chat.client import ChatError, ServerDown
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
-from tinytitan.chat.interrupts import sigint_held
+from tinytitan.chat.interrupts import CtrlC
 from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
 from tinytitan.chat.tools import TOOLS
@@ -45,6 +46,7 @@ class ChatOptions:
     max_tokens: int | None = None
     tools: bool = False
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
+    loading: Callable[[], AbstractContextManager[None]] | None = None  # held open while it loads (a spinner)
     prompt: str | None = None  # one message to answer, then leave (with piped stdin appended)
 
 
@@ -124,6 +126,8 @@ class ChatApp:
                 self.say("stopped", style="yellow")
             return None
         outcome = self.runner.run(line)
+        if outcome == "withdrawn" and self.interactive:  # stopped before the answer began: edit and resend
+            self.typeahead.put_back(line)
         return "failed" if outcome == "failed" else None
 
     def interactive_loop(self) -> int:
@@ -131,27 +135,30 @@ class ChatApp:
 
         editor = Editor()
         self.banner()
-        leaving = False  # the last key was Ctrl-C on an empty line
-        while True:
-            try:
-                line = editor.read(default=self.typeahead.take())
-                leaving = False
-                if line.strip() and self._handle(line) == EXIT:
+        leaving = False  # the last key was Ctrl-C on an empty line: another one leaves
+        with CtrlC(restore=False) as keys:  # leaving, a press only counts until _shut_down ignores it
+            while True:
+                try:
+                    try:
+                        keys.arm(keep=leaving)  # a press while the hint printed counts as the second
+                        ahead, sent = self.typeahead.take()
+                        line = editor.read(default=ahead, sent=sent)
+                        leaving = False
+                        if line.strip() and self._handle(line) == EXIT:
+                            return 0
+                    finally:
+                        keys.disarm()  # from here to the next arm() a press is only counted
+                except EOFError:
                     return 0
-            except EOFError:
-                return 0
-            except ServerDown:
-                pass  # shown as one red line; the server may come back
-            except KeyboardInterrupt:
-                # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
-                # reading yet (two quick presses): the second in a row leaves
-                if leaving:
-                    return 0
-                leaving = True
-                with sigint_held() as held:
+                except ServerDown:
+                    pass  # shown as one red line; the server may come back
+                except KeyboardInterrupt:
+                    # Ctrl-C on an empty line, or pressed while no answer runs and the editor is not
+                    # reading yet (two quick presses): the second in a row leaves
+                    if leaving:
+                        return 0
+                    leaving = True
                     self.say("(Ctrl-C again, Ctrl-D or /exit to leave)", style="dim")
-                if held.pressed:
-                    return 0
 
     def one_shot(self, prompt: str) -> int:
         """Answer one message (as a piped line is answered) and leave."""
@@ -193,16 +200,29 @@ def _one_prompt(prompt: str) -> str:
     return f"{prompt}\n\n{piped}" if piped.strip() else prompt
 
 
+EMPTY_PROMPT = 'the prompt is empty; give a message (tinytitan chat "What is 2+2?"), or none to chat'
+
+
 def run_chat(options: ChatOptions) -> int:
     interactive = sys.stdin.isatty() and options.prompt is None
+    if options.prompt is not None and not options.prompt.strip() and sys.stdin.isatty():  # nothing piped either
+        sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
+        return 2
     try:
-        target = connect(options.url, options.server, api_key=options.api_key, before_model=options.before_model)
+        target = connect(
+            options.url,
+            options.server,
+            api_key=options.api_key,
+            before_model=options.before_model,
+            loading=options.loading,
+        )
     except (ChatError, OSError, ValueError) as exc:  # --url not answering or refusing; a model not loadable
         sys.stderr.write(f"tinytitan chat: {exc}\n")
         return 2
     except KeyboardInterrupt:  # while connecting
         return 130
     code = 2
+    target.client.interactive = interactive
     try:
         model = options.model if options.url and options.model else (target.models or ["default"])[0]
         if options.url and options.model and not target.client.accepts(options.model):
@@ -215,7 +235,11 @@ def run_chat(options: ChatOptions) -> int:
             sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
         app = ChatApp(target, session, interactive=interactive, tools=tools)
         if options.prompt is not None:
-            code = app.one_shot(_one_prompt(options.prompt))
+            message = _one_prompt(options.prompt)
+            if not message.strip():
+                sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
+                return code
+            code = app.one_shot(message)
         else:
             code = app.interactive_loop() if interactive else app.pipe_loop(sys.stdin)
         return code

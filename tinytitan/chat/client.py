@@ -28,6 +28,7 @@ __all__ = [
     "TextDelta",
     "ToolCallItem",
     "TurnEvent",
+    "not_tinytitan",
     "server_root",
 ]
 
@@ -73,9 +74,9 @@ class Completed:
 TurnEvent = ReasoningDelta | TextDelta | ToolCallItem | Completed
 
 
-def _error_line(response: httpx.Response) -> str:
+def _error_line(response: httpx.Response, interactive: bool) -> str:
     """The server's own message from an error envelope (OpenAI shape), else the status; a conversation
-    too long for the model says how to go on."""
+    too long for the model says how to go on (``interactive``: with the chat's commands)."""
     try:
         body = json.loads(response.read() or b"{}")
     except ValueError:
@@ -84,8 +85,10 @@ def _error_line(response: httpx.Response) -> str:
     if isinstance(error, dict) and error.get("message"):
         param = f" ({error['param']})" if error.get("param") else ""
         hint = ""
-        if error.get("code") == "context_length_exceeded":
+        if error.get("code") == "context_length_exceeded" and interactive:
             hint = "; /compact replaces the conversation by a short note, /clear starts a new one"
+        elif error.get("code") == "context_length_exceeded":
+            hint = "; send less text (the answer needs room in the window too), or ask about it part by part"
         return f"{error['message']}{param}{hint}"
     return f"the server answered {response.status_code} {response.reason_phrase}"
 
@@ -96,6 +99,16 @@ def server_root(url: str) -> str:
     if "://" not in url:
         url = "http://" + url  # `--url localhost:8096`, as people type it
     return url.rstrip("/").removesuffix("/v1")
+
+
+def not_tinytitan(url: str, detail: str) -> str:
+    """The one line for a URL where something answers that is not a TinyTitan server."""
+    from tinytitan.settings import DEFAULT_PORT
+
+    return (
+        f"something other than a TinyTitan server answers at {url} ({detail}); check the port "
+        f"(tinytitan serve listens on {DEFAULT_PORT} unless --port says otherwise)"
+    )
 
 
 def _origin(url: str) -> str:
@@ -120,6 +133,7 @@ class ChatClient:
 
     url: str
     api_key: str | None = None
+    interactive: bool = True  # a person at the chat's prompt (its commands are a way out)
     _http: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -164,7 +178,7 @@ class ChatClient:
         if response.status_code == 401:
             what = "refused the API key given" if self.api_key else "needs an API key"
             return ChatError(f"the server at {self.url} {what}: pass --api-key KEY or set TINYTITAN_API_KEY")
-        return ChatError(_error_line(response))
+        return ChatError(_error_line(response, self.interactive))
 
     def health(self, timeout: float = 2.0) -> bool:
         try:
@@ -178,6 +192,8 @@ class ChatClient:
             response = self._http.get("/v1/models", params={"details": "true"} if details else None)
         except httpx.TransportError as exc:
             raise self._down(exc) from None
+        if response.status_code == 404 and self.url == _origin(self.url):  # the root, and no model list
+            raise ChatError(not_tinytitan(self.url, "no /v1/models there"))
         if response.status_code == 404:
             raise ChatError(
                 f"{self.url} is not a TinyTitan server root (no /v1/models there); "
@@ -188,23 +204,34 @@ class ChatClient:
         try:
             data = response.json().get("data") or []
         except (ValueError, AttributeError):
-            raise ChatError(f"{self.url} answered /v1/models with something that is not a model list") from None
+            raise ChatError(not_tinytitan(self.url, "its /v1/models is no model list")) from None
         return [m for m in data if isinstance(m, dict) and "id" in m]
 
     def models(self) -> list[str]:
         return [str(m["id"]) for m in self.model_list()]
 
-    def tool_calls(self, model: str) -> bool | None:
-        """Whether ``model`` can call tools, as ``/v1/models?details=true`` says; None when it does not say."""
+    def facts(self, model: str) -> dict[str, Any]:
+        """What ``/v1/models?details=true`` says of ``model`` (``{}`` when it says nothing)."""
         try:
             data = self._request("GET", "/v1/models", params={"details": "true"}).json().get("data") or []
-        except (ChatError, ValueError):  # another server's refusal, or not JSON: it does not say
-            return None
+        except (ChatError, ValueError, AttributeError):  # another server's refusal, or not JSON: it does not say
+            return {}
         for entry in data:
             facts = entry.get("tinytitan") if isinstance(entry, dict) and entry.get("id") == model else None
-            if isinstance(facts, dict) and isinstance(facts.get("tool_calls"), bool):
-                return bool(facts["tool_calls"])
-        return None
+            if isinstance(facts, dict):
+                return facts
+        return {}
+
+    def tool_calls(self, model: str) -> bool | None:
+        """Whether ``model`` can call tools, as the server says; None when it does not say."""
+        said = self.facts(model).get("tool_calls")
+        return said if isinstance(said, bool) else None
+
+    def reasoning_levels(self, model: str) -> tuple[str, ...] | None:
+        """The reasoning levels ``model``'s template renders, as the server says (``()``: no switch);
+        None when it does not say."""
+        said = self.facts(model).get("reasoning_levels")
+        return tuple(str(level) for level in said) if isinstance(said, list) else None
 
     def accepts(self, model: str) -> bool:
         """Whether the server takes this name (any id it would serve, listed or not)."""

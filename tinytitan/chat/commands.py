@@ -64,7 +64,9 @@ def _system(chat: ChatApp, arg: str) -> None:
 def _reasoning(chat: ChatApp, arg: str) -> None:
     from tinytitan.engine.request.reasoning import LADDER, normalize_level
 
-    levels = chat.target.reasoning_levels  # None: not known here (a server's model)
+    levels = chat.target.reasoning_levels  # in-process: the model's own
+    if levels is None:  # a server's model: as the server publishes them (None: it does not say)
+        levels = chat.target.client.reasoning_levels(chat.session.model)
     words = ", ".join(LADDER) + " or default"
     if levels == ():
         where = "this model has no reasoning switch (a level changes nothing)"
@@ -138,6 +140,7 @@ def _load(chat: ChatApp, arg: str) -> None:
 def _compact(chat: ChatApp, _arg: str) -> None:
     from tinytitan.chat.tools import tool_specs
     from tinytitan.engine.errors import InvalidRequest
+    from tinytitan.engine.passes.compaction import MODE_WORDS
     from tinytitan.engine.passes.payload import decode_payload
 
     if not chat.session.items:
@@ -159,10 +162,11 @@ def _compact(chat: ChatApp, _arg: str) -> None:
     chat.session.items[:] = [item]  # the instructions go with every turn already
     usage = result.get("usage") or {}
     cached = (usage.get("input_tokens_details") or {}).get("cached_tokens", "?")
+    how = MODE_WORDS.get(str(note.get("mode")), "")
     chat.say(
-        f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters "
-        f"({note.get('mode')}); its passes read {usage.get('input_tokens', '?')} tokens ({cached} from the "
-        f"prompt cache) and wrote {usage.get('output_tokens', '?')}, discarded passes included",
+        f"compacted {count(before, 'item')} into a note of {len(str(note['summary'])):,} characters"
+        f"{', ' + how if how else ''}; the model read {usage.get('input_tokens', '?')} tokens ({cached} from the "
+        f"prompt cache) and wrote {usage.get('output_tokens', '?')} for it",
         style="dim",
     )
 

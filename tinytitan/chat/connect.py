@@ -8,9 +8,11 @@ path whichever it is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from tinytitan.chat.client import ChatClient, ChatError, ServerDown, server_root
@@ -31,7 +33,7 @@ class Target:
     client: ChatClient
     where: str  # for the banner: "server at URL" or "in-process (…)"
     models: list[str]
-    reasoning_levels: tuple[str, ...] | None = None  # known only in-process (the server does not publish them)
+    reasoning_levels: tuple[str, ...] | None = None  # in-process: the model's own (a server says them per model)
     server: object | None = field(default=None, repr=False)  # the BackgroundServer, in-process
 
     def close(self) -> bool:
@@ -51,7 +53,12 @@ def _remote(url: str, api_key: str | None, where: str) -> Target:
     return Target(client, where, models)
 
 
-def _in_process(settings: Settings, before_model: Callable[[], None] | None = None) -> Target:
+Loading = Callable[[], AbstractContextManager[None]]  # shows what loading does while the model comes in
+
+
+def _in_process(
+    settings: Settings, before_model: Callable[[], None] | None = None, loading: Loading | None = None
+) -> Target:
     from tinytitan.api.background import BackgroundServer
     from tinytitan.engine.build import build_engine
 
@@ -59,8 +66,9 @@ def _in_process(settings: Settings, before_model: Callable[[], None] | None = No
         before_model()  # the CLI's fast-CPU re-exec: the process may start over here
     # the server's own logs would scribble over the chat; its errors reach the chat over HTTP
     logging.getLogger("tinytitan").setLevel(logging.CRITICAL)
-    engine = build_engine(settings)
-    server = BackgroundServer(engine, settings, log_level="critical").start()
+    with (loading or contextlib.nullcontext)():  # a GGUF file converting: the step, as `serve` shows it
+        engine = build_engine(settings)
+        server = BackgroundServer(engine, settings, log_level="critical").start()
     info = engine.info
     kind = "scripted" if settings.stub else "loaded here"
     if engine.backend.note:  # the embedded fallback says which model and why
@@ -75,17 +83,19 @@ def connect(
     *,
     api_key: str | None = None,
     before_model: Callable[[], None] | None = None,
+    loading: Loading | None = None,
 ) -> Target:
     """The target the flags name: the server at ``url``; else one started in-process with ``server``
     when it names a model or a stub; else the local server if it answers, or ``TINYTITAN_MODEL``
     loaded in-process. Raises ``ServerDown`` (``url``) or ``ValueError`` / ``OSError`` (a model or
     script that cannot be loaded), each with a message for the user; ``ChatError`` when the server
     refuses (a missing API key, a URL that is not its root). ``before_model`` runs before a
-    real model is built in-process (the CLI re-execs with OpenBLAS there)."""
+    real model is built in-process (the CLI re-execs with OpenBLAS there); ``loading`` is held open
+    while it is built (the CLI's spinner)."""
     if url:
         return _remote(url, api_key, f"server at {server_root(url)}")
     if server.model or server.stub:
-        return _in_process(server, before_model)
+        return _in_process(server, before_model, loading)
     local = local_url()
     probe = ChatClient(local, api_key)
     try:
@@ -95,4 +105,4 @@ def connect(
         pass
     finally:
         probe.close()
-    return _in_process(replace(server, model=os.environ.get("TINYTITAN_MODEL") or None), before_model)
+    return _in_process(replace(server, model=os.environ.get("TINYTITAN_MODEL") or None), before_model, loading)

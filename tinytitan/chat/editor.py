@@ -94,8 +94,9 @@ class Editor:
             enable_history_search=False,
         )
 
-    def read(self, prompt: str = ">>> ", default: str = "") -> str:
-        """One message (may span lines), starting from ``default`` (keys typed ahead); raises
-        ``KeyboardInterrupt`` / ``EOFError`` as above."""
-        text = self._session.prompt(FormattedText([("bold ansigreen", prompt)]), default=default)
+    def read(self, prompt: str = ">>> ", default: str = "", *, sent: bool = False) -> str:
+        """One message (may span lines), starting from ``default`` (keys typed ahead; ``sent``: Enter
+        was among them, so it is shown and taken as it is); raises ``KeyboardInterrupt`` /
+        ``EOFError`` as above."""
+        text = self._session.prompt(FormattedText([("bold ansigreen", prompt)]), default=default, accept_default=sent)
         return unwrap_block(text)

@@ -35,6 +35,7 @@ class TurnView(Protocol):
     def tool_call(self, name: str, arguments: str) -> None: ...
     def finish(self, response: dict[str, Any]) -> None: ...
     def interrupted(self, reason: str | None = None) -> None: ...
+    def withdrawn(self) -> None: ...
     def failed(self, message: str) -> None: ...
 
 
@@ -184,6 +185,11 @@ class RichView:
         why = f": {reason}" if reason else ""
         self.console.print(Text(f"⏹ stopped{why} (the conversation is kept)", style="yellow"))
 
+    def withdrawn(self) -> None:
+        self._stop()
+        said = "⏹ stopped before the answer began: the message is back in the input line"
+        self.console.print(Text(said, style="yellow"))
+
     def failed(self, message: str) -> None:
         self._stop()
         self._print_answer()  # what the user was reading stays (a server shut down mid-answer)
@@ -234,6 +240,9 @@ class PlainView:
         if reason:
             sys.stderr.write(f"stopped: {reason}\n")
             sys.stderr.flush()
+
+    def withdrawn(self) -> None:
+        return None
 
     def failed(self, message: str) -> None:
         self.finish({})

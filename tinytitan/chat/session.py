@@ -50,6 +50,12 @@ def assistant_item(text: str) -> dict[str, Any]:
     }
 
 
+# The Responses API's reasoning.effort for the ladder levels it does not define (it refuses other words):
+# off is its "none"; on and max ask for the most the model renders, which "xhigh" resolves to on every
+# model without a max level (reference §5's nearest level).
+API_EFFORT = {"off": "none", "on": "xhigh", "max": "xhigh"}
+
+
 @dataclass
 class Session:
     model: str
@@ -64,7 +70,7 @@ class Session:
         if self.instructions:
             body["instructions"] = self.instructions
         if self.reasoning:
-            body["reasoning"] = {"effort": self.reasoning}
+            body["reasoning"] = {"effort": API_EFFORT.get(self.reasoning, self.reasoning)}
         if self.max_output_tokens:
             body["max_output_tokens"] = self.max_output_tokens
         if tools:
@@ -81,6 +87,7 @@ class Session:
         """Replace the conversation with a saved one (any of the three shapes); returns its model id, if any."""
         from tinytitan.api.offline import detect_api
         from tinytitan.engine.errors import InvalidRequest
+        from tinytitan.engine.request.reasoning import normalize_level
 
         doc = read_json(path, SessionFileError)
         if not isinstance(doc, dict | list) or (isinstance(doc, dict) and "input" not in doc and "messages" not in doc):
@@ -99,7 +106,7 @@ class Session:
             self.instructions = instructions
         if isinstance(doc, dict):
             effort = (doc.get("reasoning") or {}).get("effort") if isinstance(doc.get("reasoning"), dict) else None
-            self.reasoning = effort if isinstance(effort, str) else self.reasoning
+            self.reasoning = normalize_level(effort) if isinstance(effort, str) else self.reasoning
             model = doc.get("model")
             return model if isinstance(model, str) else None
         return None

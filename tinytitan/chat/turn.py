@@ -5,7 +5,9 @@ items the server returned, and — when the model called the chat's tools — as
 appends their outputs and sends the conversation again (up to ``MAX_TOOL_ROUNDS``).
 
 Ctrl-C while an answer streams closes the HTTP stream (the server cancels the generation) and
-keeps the conversation: the message stays, with the part of the answer that was shown. An answer
+keeps the conversation: the message stays, with the part of the answer that was shown. Ctrl-C
+before anything of the answer came (a long paste still being read) withdraws the message instead:
+the turn is dropped (``withdrawn``) and the caller puts its text back in the input line. An answer
 that falls into a verbatim cycle (``tinytitan.engine.output.cycles``) is stopped the same way, with one
 line saying so; the conversation keeps one copy of the repeated text. A failed
 turn is rolled back, so the history is as it was before the message.
@@ -36,7 +38,7 @@ from tinytitan.engine.output.cycles import CycleDetector
 __all__ = ["MAX_TOOL_ROUNDS", "Outcome", "TurnRunner"]
 
 MAX_TOOL_ROUNDS = 8
-Outcome = Literal["done", "stopped", "failed"]
+Outcome = Literal["done", "stopped", "failed", "withdrawn"]
 Confirm = Callable[[str, str], bool]  # (tool name, arguments) → run it?
 
 DECLINED = "error: the user declined to run this tool call"
@@ -59,8 +61,10 @@ class TurnRunner:
         mark = len(self.session.items)
         self.session.items.append(user_item(text))
         try:
-            for _round in range(MAX_TOOL_ROUNDS + 1):
-                outcome, calls = self._one_response()
+            for round_ in range(MAX_TOOL_ROUNDS + 1):
+                outcome, calls = self._one_response(first=round_ == 0)
+                if outcome == "withdrawn":
+                    del self.session.items[mark:]
                 if outcome != "done" or not calls:
                     return outcome
                 if not self._run_calls(calls):
@@ -73,8 +77,10 @@ class TurnRunner:
             del self.session.items[mark:]
             return "failed"
 
-    def _one_response(self) -> tuple[Outcome, list[ToolCallItem]]:
+    def _one_response(self, *, first: bool) -> tuple[Outcome, list[ToolCallItem]]:
+        """``first``: the turn's first response (a Ctrl-C before any of it came withdraws the turn)."""
         view = self.new_view()
+        arrived = False  # any delta or call of this response
         shown: list[str] = []
         calls: list[ToolCallItem] = []
         loop, thinking_loop = CycleDetector(), CycleDetector()
@@ -82,6 +88,7 @@ class TurnRunner:
             try:
                 with contextlib.closing(self.client.stream(self.session.body(self._tools()))) as events:
                     for event in events:
+                        arrived = arrived or not isinstance(event, Completed)
                         if isinstance(event, TextDelta):
                             shown.append(event.text)
                             view.text(event.text)
@@ -113,6 +120,9 @@ class TurnRunner:
             except KeyboardInterrupt:
                 with sigint_held():  # a second Ctrl-C must not leave the history half-kept
                     self.client.reset()  # the interrupted connection is not reused
+                    if first and not arrived:
+                        view.withdrawn()
+                        return "withdrawn", []
                     if shown:
                         self.session.items.append(assistant_item("".join(shown)))
                     view.interrupted()

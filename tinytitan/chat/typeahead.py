@@ -3,8 +3,10 @@
 While ``with typeahead:`` holds, the terminal does not echo and hands keys over one by one (no line
 editing), and a Ctrl-C does not flush what was typed (``NOFLSH``); Ctrl-C still interrupts. On the
 way out the keys waiting in the terminal are read, and ``take()`` returns them as text: escape
-sequences (arrows) dropped, Backspace and Ctrl-U applied, Enter kept as a line break. Where stdin
-is not a terminal nothing changes and ``take()`` is empty.
+sequences (arrows) dropped, Backspace and Ctrl-U applied. A line ended with Enter is a message
+sent, as it would have been at the prompt (``take()`` says so; a line ending in ``\\`` continues);
+what follows it waits for the next ``take()``. Where stdin is not a terminal nothing changes and
+``take()`` is empty. ``put_back(text)`` puts a withdrawn message ahead of those keys, to be edited.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import select
 import sys
 from typing import Any
 
-__all__ = ["TypeAhead", "clean"]
+__all__ = ["TypeAhead", "clean", "first_message"]
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|O.|.)?", re.DOTALL)
 
@@ -35,7 +37,18 @@ def clean(raw: str) -> str:
             out.append("\n")
         elif char == "\t" or char >= " ":
             out.append(char)
-    return "".join(out).strip("\n")
+    return "".join(out)
+
+
+def first_message(typed: str) -> tuple[str, bool, str]:
+    """(the first message in ``typed``, whether Enter sent it, what was typed after it)."""
+    message = ""
+    while True:
+        line, enter, typed = typed.partition("\n")
+        if enter and line.endswith("\\"):  # a continuation, as at the prompt
+            message += line[:-1] + "\n"
+            continue
+        return message + line, bool(enter), typed
 
 
 class TypeAhead:
@@ -43,6 +56,8 @@ class TypeAhead:
         self._fd = fd
         self._saved: list[Any] | None = None
         self._pending = bytearray()
+        self._put_back = ""
+        self._later = ""  # typed after a message Enter sent: the prompt after that one
 
     def __enter__(self) -> TypeAhead:
         import termios
@@ -73,8 +88,21 @@ class TypeAhead:
             termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
         self._saved = None
 
-    def take(self) -> str:
-        """The text typed ahead since the last ``take`` (and forget it)."""
-        text = clean(self._pending.decode("utf-8", errors="ignore"))
+    def put_back(self, text: str) -> None:
+        """Give ``text`` (a message the user withdrew) back with the next ``take``, before the keys."""
+        self._put_back = text
+
+    def take(self) -> tuple[str, bool]:
+        """(the next prompt's text, whether Enter already sent it), from what was put back and typed
+        ahead; forgets what it returns."""
+        typed = (self._later + clean(self._pending.decode("utf-8", errors="ignore"))).lstrip("\n")
         self._pending.clear()
-        return text
+        self._later = ""
+        if self._put_back:  # a withdrawn message comes back to be edited, never sent as it is
+            text = "\n".join(part for part in (self._put_back, typed.strip("\n")) if part)
+            self._put_back = ""
+            return text, False
+        if typed.startswith('"""'):  # a block opened ahead: the editor closes it
+            return typed.rstrip("\n"), False
+        message, sent, self._later = first_message(typed)
+        return (message, True) if sent and message.strip() else (message.rstrip("\n"), False)

@@ -17,6 +17,7 @@ from tinytitan.cli.models import models_app
 from tinytitan.cli.options import SERVE_EPILOG
 from tinytitan.cli.polish import TitanGroup
 from tinytitan.cli.serve import serve
+from tinytitan.cpu_blas import release_sigint
 
 __all__ = ["app", "main"]
 
@@ -62,6 +63,10 @@ app.command("completion")(completion)
 
 
 def main() -> None:
+    try:
+        release_sigint()  # after the fast-CPU re-exec: a Ctrl-C pressed while Python started comes here
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
     allow_reexec()
     # transformers' "Token indices sequence length is longer than …" would precede our own refusal
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

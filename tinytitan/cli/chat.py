@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.loading_display import shown_on_a_terminal
 from tinytitan.cli.options import (
     MaxContext,
     Memory,
@@ -74,6 +75,7 @@ def chat(
         max_tokens=max_tokens,
         tools=tools,
         before_model=lambda: fast_cpu(True, "chat"),  # before stdin is read: a re-exec starts the process over
+        loading=shown_on_a_terminal,
         prompt=" ".join(prompt) if prompt else None,
     )
     raise typer.Exit(run_chat(options))

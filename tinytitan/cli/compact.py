@@ -88,6 +88,8 @@ def compact(
     from tinytitan.engine.errors import InvalidRequest, TinyTitanError
     from tinytitan.engine.passes.compaction import compact as run_compaction
 
+    if max_tokens is not None and max_tokens < 1:
+        raise _fail(f"--max-tokens is the note's budget in tokens, at least 1 (not {max_tokens})")
     fast_cpu(not flags.stub, "compact")  # before stdin is read: a re-exec starts the process over
     try:
         settings = flags.settings(queue_limit=1)

@@ -50,7 +50,7 @@ def count_tokens(
         raise _fail(str(exc)) from None
     if request == "-" and sys.stdin.isatty():  # not piped: say what it waits for
         typer.echo("reading the request from stdin (end it with Ctrl-D), or give REQUEST.json", err=True)
-    doc = read_json(request, _fail)
+    doc = read_json(request, _fail, empty="pipe a request body in, or give REQUEST.json")
     try:
         with tool_notes_held() as notes:
             engine = build_engine(settings)

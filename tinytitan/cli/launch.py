@@ -49,6 +49,14 @@ def launch(
     api_key: Annotated[
         str | None, option("--api-key", "The server's API key (a started server requires it too).", "KEY")
     ] = None,
+    code_mode: Annotated[
+        bool,
+        typer.Option(
+            "--code-mode",
+            help="Codex only: Code Mode, one freeform exec tool that runs JavaScript (for a model that takes "
+            "freeform tools).",
+        ),
+    ] = False,
     force: Annotated[
         bool,
         typer.Option(
@@ -72,6 +80,7 @@ def launch(
         url=url,
         model=model if url else None,
         api_key=api_key,
+        code_mode=code_mode,
         start=bool(model or stub),
         force=force,
         serve_only=[

@@ -9,13 +9,15 @@ spinner shows, a log line (a warning, an access-log line) erases it first and it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
-__all__ = ["LoadingDisplay"]
+__all__ = ["LoadingDisplay", "shown_on_a_terminal"]
 
 _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _TICK = 0.1
@@ -94,3 +96,20 @@ class LoadingDisplay:
         for handler in self._handlers:
             handler.removeFilter(self._filter)
         self._handlers = []
+
+
+@contextlib.contextmanager
+def shown_on_a_terminal() -> Iterator[None]:
+    """The loading steps said inside the block, on a terminal only (``tinytitan chat`` loading a model
+    in-process; piped, its stderr stays quiet), the spinner line erased after."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from tinytitan.engine.readiness import listen
+
+    display = LoadingDisplay()
+    try:
+        with listen(display):
+            yield
+    finally:
+        display.clear()

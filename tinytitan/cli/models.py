@@ -124,6 +124,22 @@ def render(rows: list[dict[str, Any]], console: Any) -> None:
         console.print(f"{row['id']}  {_where(row)}", style="dim", markup=False, highlight=False)
 
 
+PIPE_WIDTH_MAX = 1000  # piped output: lines as long as they are
+
+
+def _console() -> Any:
+    """Rich's console, as wide as the terminal; piped, wide enough that no path or line is cut (rich
+    would wrap at 80 columns) unless COLUMNS says otherwise."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=PIPE_WIDTH_MAX)
+
+
 def _server_rows(url: str, api_key: str | None) -> list[dict[str, Any]]:
     """A server's models with their facts (``GET /v1/models?details=true``); ``ChatError``: one line."""
     from tinytitan.chat.client import ChatClient
@@ -168,6 +184,9 @@ def models(
         from tinytitan.engine.models.catalog import GgufStoreSource, HubCacheSource, Source, scan, source_for
 
         specs = [str(d) for d in models_dir]
+        for spec in specs:
+            if spec != "hf" and not Path(spec).expanduser().exists():
+                raise _fail(f"no directory {spec}; --models-dir takes a directory of model directories, or hf")
         sources: list[Source] = [HubCacheSource(cache_dir) if s == "hf" else source_for(s) for s in specs]
         where = " and ".join("the Hugging Face cache" if s == "hf" else s for s in specs)
         if not specs:  # what `serve --model` finds on this machine
@@ -182,9 +201,7 @@ def models(
         listing = {"models": rows, "skipped": skipped}
         typer.echo(json.dumps({**listing, "converted": copies} if default else listing, indent=2))
         return
-    from rich.console import Console
-
-    console = Console()
+    console = _console()
     if rows:
         render(rows, console)
     else:
@@ -229,6 +246,18 @@ def _converted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"id": ids.get(c.gguf) or c.name, **c.as_json()} for c in converted_copies()]
 
 
+def _copy_names(copy: dict[str, Any]) -> set[str]:
+    """The names ``models rm`` knows a converted copy by: the id ``tinytitan models`` lists
+    (``embedded:SmolLM2-135M-Instruct``), the id it is served as (``SmolLM2-135M-Instruct``; a GGUF
+    file's stem for ``--model FILE.gguf``), and the copy's directory name."""
+    names = {copy["id"], copy["name"]}
+    if ":" in copy["id"]:  # a store's id: served without the store's prefix
+        names.add(copy["id"].split(":", 1)[1])
+    if copy.get("gguf"):
+        names.add(Path(copy["gguf"]).name.removesuffix(".gguf"))
+    return names
+
+
 def _gguf_rows() -> list[dict[str, Any]]:
     from tinytitan.engine.models.catalog import GgufStoreSource, scan
 
@@ -236,12 +265,22 @@ def _gguf_rows() -> list[dict[str, Any]]:
 
 
 def _confirm(question: str) -> None:
-    """Ask (a terminal, or a pipe that answers: `echo y | …`); no answer at all points at --yes."""
-    try:
-        answer = typer.confirm(question)
-    except typer.Abort:  # stdin ended before an answer (a script, </dev/null)
-        typer.echo("", err=False)
-        raise _fail("no answer to confirm with (stdin ended); pass --yes to remove without asking") from None
+    """Ask at a terminal; a pipe's first line answers (`echo y | …`), printing nothing first; no
+    answer at all points at --yes."""
+    import sys
+
+    refusal = "no answer to confirm with (stdin is not a terminal); pass --yes to remove without asking"
+    if sys.stdin.isatty():
+        try:
+            answer = typer.confirm(question)
+        except typer.Abort:  # Ctrl-D at the question
+            typer.echo("")
+            raise _fail(refusal) from None
+    else:
+        line = sys.stdin.readline()
+        if not line.strip():
+            raise _fail(refusal)
+        answer = line.strip().lower() in ("y", "yes")
     if not answer:
         typer.echo("nothing removed")
         raise typer.Exit(1)
@@ -268,7 +307,7 @@ def rm(
     try:
         repo = find_cached(name, cache_dir)
     except ModelUnavailable as exc:
-        copies = [c for c in _converted(_gguf_rows()) if name in (c["id"], c["name"])]
+        copies = [c for c in _converted(_gguf_rows()) if name in _copy_names(c)]
         if not copies:
             raise _fail(f"{exc.message}; nor is it a converted GGUF copy (`tinytitan models` lists those)") from None
         _remove_copies(name, copies, yes)

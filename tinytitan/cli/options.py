@@ -27,6 +27,7 @@ __all__ = [
     "DraftModel",
     "Drafts",
     "Dtype",
+    "KvCache",
     "MaxContext",
     "Memory",
     "MemoryDir",
@@ -39,9 +40,11 @@ __all__ = [
     "Thinking",
     "memory_dir",
     "option",
+    "parse_size",
     "reasoning_level",
     "server_model",
     "server_url",
+    "with_kv_flags",
     "with_model_flags",
     "with_sampling_flags",
 ]
@@ -120,6 +123,79 @@ DraftModel = Annotated[
         "MODEL",
     ),
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class KvCache:
+    """serve's KV-cache flags as one value (``@with_kv_flags``): its form and the memory budget."""
+
+    kv_bits: int | None = None
+    kv_group_size: int = 64
+    quantized_kv_start: int = 0
+    max_kv_memory: str | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The ``Settings`` fields these flags set; ``ValueError`` with a message for a bad size."""
+        return {
+            "kv_bits": self.kv_bits,
+            "kv_group_size": self.kv_group_size,
+            "quantized_kv_start": self.quantized_kv_start,
+            "max_kv_memory": None if self.max_kv_memory is None else parse_size(self.max_kv_memory, "--max-kv-memory"),
+        }
+
+
+_KV_FLAGS: dict[str, Any] = {
+    "kv_bits": Annotated[
+        int | None,
+        option("--kv-bits", "Quantize every row's KV cache to 4 or 8 bits (rows still share steps).", "4|8"),
+    ],
+    "kv_group_size": Annotated[
+        int,
+        option(
+            "--kv-group-size", "Elements of a head's vector sharing a scale with --kv-bits (default 64).", "32|64|128"
+        ),
+    ],
+    "quantized_kv_start": Annotated[
+        int,
+        option(
+            "--quantized-kv-start",
+            "With --kv-bits: keep full precision until a batch holds this many tokens (default 0).",
+            "TOKENS",
+        ),
+    ],
+    "max_kv_memory": Annotated[
+        str | None,
+        option(
+            "--max-kv-memory",
+            "KV memory of all running rows and the prompt cache together; a row that would pass it waits "
+            "(default: half the memory free at start, less the weights; off: no bound).",
+            "SIZE|off",
+        ),
+    ],
+}
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20}
+_UNITS |= {"g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
+
+
+def parse_size(text: str, flag: str) -> int:
+    """``8GiB``, ``512M``, ``1.5g`` or ``off`` (0) in bytes; ``ValueError`` naming ``flag`` otherwise."""
+    import re
+
+    word = text.strip().lower()
+    if word in ("off", "0"):
+        return 0
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", word)
+    if found is None or found.group(2) not in _UNITS or float(found.group(1)) <= 0:
+        raise ValueError(f"{flag} takes a size such as 8GiB or 512MiB, or off; not '{text}'")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])
+
+
+def with_kv_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``--kv-bits``, ``--kv-group-size``, ``--quantized-kv-start`` and ``--max-kv-memory`` where the
+    command's ``kv: KvCache`` parameter stands."""
+    return _gathered(command, "kv", _KV_FLAGS, lambda v: KvCache(**{k: x for k, x in v.items() if x is not None}))
+
+
 _SAMPLING = "server-wide default; a request's own value wins (default: the model's, see the banner)"
 _FLAGS: dict[str, Any] = {
     "model": Model,
@@ -149,7 +225,7 @@ def reasoning_level(reasoning: str | None, thinking: str | None) -> str | None:
     word = reasoning if reasoning is not None else thinking
     level = normalize_level(word) if word is not None else None
     if word is not None and level is None:
-        raise ValueError(f"unknown reasoning level '{word}'")
+        raise ValueError(f"unknown reasoning level '{word}'; one of {_LEVELS}")
     return level
 
 

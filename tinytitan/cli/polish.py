@@ -13,6 +13,7 @@ Python type.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,20 @@ import typer.core
 
 from tinytitan.cli.examples import EXAMPLES
 
-__all__ = ["PIPE_WIDTH", "TitanGroup", "conventional_metavar", "help_option", "usage_name", "walk"]
+__all__ = ["OTHER_TOOLS", "PIPE_WIDTH", "TitanGroup", "conventional_metavar", "help_option", "usage_name", "walk"]
+
+# the click Typer runs on: its own copy (typer 0.2x) or the click package (older Typer)
+_USAGE_ERROR: type[Exception] = (getattr(typer.core, "_click", None) or typer.core.click).exceptions.UsageError  # type: ignore[attr-defined]
+
+# commands of other local-model tools (ollama's, mostly) and what does it here
+OTHER_TOOLS = {
+    "run": 'to ask a model once: tinytitan chat "PROMPT" (tinytitan chat for a conversation)',
+    "pull": "to download a model: tinytitan models pull ORG/NAME",
+    "list": "to list the models you can serve: tinytitan models",
+    "ls": "to list the models you can serve: tinytitan models",
+    "ps": "to list what a running server serves: tinytitan models --url http://127.0.0.1:8096",
+    "rm": "to remove a model: tinytitan models rm ID",
+}
 
 _NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
 
@@ -93,6 +107,22 @@ class TitanGroup(typer.core.TyperGroup):
                     _polish_param(param)
             if path in EXAMPLES and EXAMPLES[path] not in (command.epilog or ""):
                 command.epilog = (command.epilog + "\n\n" if command.epilog else "") + EXAMPLES[path]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command is one line that says what to type instead (exit 2)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except _USAGE_ERROR:
+            name = args[0] if args else ""
+            if name.startswith("-") or name in self.commands:
+                raise
+            known = [n for n, c in self.commands.items() if not getattr(c, "hidden", False)]
+            close = difflib.get_close_matches(name, known, n=1)
+            instead = OTHER_TOOLS.get(name) or (f"did you mean '{close[0]}'?" if close else "")
+            typer.secho(
+                f"tinytitan: no command '{name}'; {instead or 'tinytitan --help lists them'}", err=True, fg="red"
+            )
+            raise typer.Exit(2) from None
 
 
 def walk(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

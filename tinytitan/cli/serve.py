@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
-import shutil
 import socket
 import sys
-import textwrap
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from tinytitan.cli.common import fail, fast_cpu
+from tinytitan.cli.banner import ready_lines, say
+from tinytitan.cli.common import fail, fast_cpu, tool_notes_held
+from tinytitan.cli.early_answers import EarlyAnswers
 from tinytitan.cli.loading_display import LoadingDisplay
 from tinytitan.cli.options import (
     DraftModel,
     Drafts,
     Dtype,
+    KvCache,
     Memory,
     MemoryDir,
     ModelFlags,
     ModelsDir,
     memory_dir,
     option,
+    with_kv_flags,
     with_model_flags,
     with_sampling_flags,
 )
@@ -33,7 +36,6 @@ from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 if TYPE_CHECKING:
     from tinytitan.engine.device.distributed import Distributed
-    from tinytitan.engine.request import ModelInfo
     from tinytitan.engine.service import Engine
 
 __all__ = ["serve"]
@@ -45,6 +47,7 @@ def _fail(message: str) -> typer.Exit:
 
 @with_model_flags()
 @with_sampling_flags
+@with_kv_flags
 def serve(
     flags: ModelFlags = ModelFlags(),
     models_dir: ModelsDir = [],  # noqa: B006 - Typer reads the default, never mutates it
@@ -159,6 +162,7 @@ def serve(
     sampling: dict[str, float] | None = None,  # --temperature …: with_sampling_flags
     drafts: Drafts = True,
     draft_model: DraftModel = None,
+    kv: KvCache = KvCache(),  # --kv-bits … --max-kv-memory: with_kv_flags
 ) -> None:
     """Serve a model (or a --stub script) over the OpenAI and Anthropic APIs."""
     try:
@@ -194,6 +198,7 @@ def serve(
             launch_dir=os.getcwd(),
             models_dirs=tuple(str(d) for d in models_dir),
             sampling_defaults=sampling or {},
+            **kv.settings(),
         )
         settings.check()
     except ValueError as exc:  # a bad reasoning level, a SettingsError
@@ -201,46 +206,21 @@ def serve(
     run_server(settings)
 
 
-def _say(line: str) -> None:
-    """One line on stderr; on a terminal wrapped between words (never mid-word) to its width."""
-    if sys.stderr.isatty():
-        width = max(40, shutil.get_terminal_size().columns - 1)
-        line = textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
-    typer.echo(line, err=True)
+def _given(**values: float | None) -> dict[str, float]:
+    """The sampling flags given (the server-wide defaults)."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
-def _engine_note(settings: Settings, backend: object = None) -> str:
-    if settings.stub:
-        return "scripted"
-    from tinytitan.cpu_blas import blas_state
-
-    blas = blas_state().describe()
-    disk = f", prompt cache on disk at {settings.prompt_cache_dir}" if settings.prompt_cache_dir else ""
-    on = settings.drafts and getattr(backend, "drafts", True)  # the backend's: off where mlx-lm lacks what they need
-    drafts = ", prompt-lookup drafts" if on else ""
-    if on and settings.draft_model:
-        drafts += f" and {Path(settings.draft_model.rstrip('/')).name}'s"  # a path's or hub id's last part
-    return f"mlx, dtype {settings.dtype}, {blas}, up to {settings.max_concurrent} at once{drafts}{disk}"
+def _plain_start(level: str) -> None:
+    """At the default level, TinyTitan's own INFO records begin once the model is in: until then the
+    loading display says what loading does, and start-up reads as plain lines, not log records
+    (warnings still show; ``--log-level debug`` shows everything)."""
+    if level == "info":
+        logging.getLogger("tinytitan").setLevel(logging.WARNING)
 
 
-def _memory_note(settings: Settings, info: ModelInfo | None) -> str:
-    from tinytitan.engine.memory.scope import refused_reason
-
-    if info is not None and not info.tool_calls:
-        return (
-            f"Memory on, but '{info.id}' has no tool-call syntax: its prompts get no memory block and no tools "
-            f"(journals in {settings.memory_dir})"
-        )
-    note = f"Memory on: tools {settings.memory_tools}, journals in {settings.memory_dir}"
-    if settings.memory_fsync:
-        note += ", synced on every write"
-    reason = refused_reason(settings.launch_dir or "/", os.path.expanduser("~"))
-    if reason is not None:
-        note += (
-            f"; launched from {reason}, so a request that declares no workspace "
-            "(X-TinyTitan-Workspace, or a working directory in its prompt) gets no memory"
-        )
-    return note
+def _noted(early: EarlyAnswers | None) -> Callable[[str], None]:
+    return early.note if early is not None else lambda _line: None
 
 
 def _join_group(settings: Settings) -> Distributed | None:
@@ -266,21 +246,6 @@ def _follow(backend: Any, distributed: Distributed) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _banner(engine: Engine, settings: Settings) -> str:
-    """The one line that says the server is ready: what it serves, where, on what."""
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    where = f"at http://{host}:{settings.port}/v1"
-    if not engine.models.catalog:
-        facts = f"context {engine.info.context_window} tokens, {_engine_note(settings, engine.backend)}"
-        return f"TinyTitan serving '{engine.info.id}' {where} ({facts})"
-    ids = engine.model_ids()
-    shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
-    first = engine.models.preferred
-    facts = f"{first} loaded" if first else "each loaded on its first request"
-    facts += f", {_engine_note(settings, engine.models.peek(engine.models.default_id))}"  # never builds one
-    return f"TinyTitan serving a catalog of {len(ids)} models ({shown}) {where} ({facts})"
-
-
 def _bind(settings: Settings) -> socket.socket:
     from tinytitan.api.listen import ListenError, listen
 
@@ -296,19 +261,23 @@ def run_server(settings: Settings) -> None:
     from tinytitan.engine.readiness import listen
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _plain_start(settings.log_level)
     fast_cpu(not settings.stub, "serve")  # may re-exec this process once, before mlx is imported
     distributed = None if settings.stub else _join_group(settings)
-    if distributed is not None and (settings.models_dirs or settings.draft_model):
+    if distributed is not None and (settings.models_dirs or settings.draft_model or settings.kv_bits):
         raise _fail(
-            "a distributed group serves one --model, in lockstep; --models-dir and --draft-model are for one machine"
+            "a distributed group serves one --model, in lockstep; --models-dir, --draft-model and --kv-bits are "
+            "for one machine"
         )
     if distributed is not None:  # the group decodes in lockstep, one request at a time, no drafts
         settings = dataclasses.replace(settings, max_concurrent=1, drafts=False)
     sock = _bind(settings) if distributed is None or distributed.rank == 0 else None
     display = LoadingDisplay()
+    early = EarlyAnswers(sock) if sock is not None else None  # /health answers while a GGUF file converts
     backend = None
     try:
-        with listen(display):  # a GGUF conversion says what it does
+        # a GGUF conversion says what it does; the note that a model has no tools waits for the banner
+        with tool_notes_held(), early or contextlib.nullcontext(), listen(display), listen(_noted(early)):
             if distributed is not None:
                 backend = build_backend(settings, distributed)
                 distributed.plan(getattr(backend, "config", {}))
@@ -323,8 +292,6 @@ def run_server(settings: Settings) -> None:
     if distributed is not None and distributed.rank > 0:
         _follow(backend, distributed)
     assert sock is not None
-    if not engine.models.catalog and (note := engine.backend.note):
-        _say(f"TinyTitan: {note}")
     try:
         _serve(engine, settings, sock, display, distributed)
     except KeyboardInterrupt:  # Ctrl-C before uvicorn took the signal over (the web stack imports)
@@ -346,25 +313,16 @@ def _serve(
     failed: list[str] = []
 
     def settled(readiness: Readiness) -> None:
-        from tinytitan.engine.request.defaults import describe_defaults
-
         display.clear()
+        logging.getLogger("tinytitan").setLevel(logging.NOTSET)  # the log from here on (see _plain_start)
         if server.should_exit:  # stopping already: no banner
             return
         if readiness.state == "failed":
             failed.append(readiness.error or f"'{engine.models.preferred}' could not be loaded")
             server.should_exit = True
             return
-        _say(_banner(engine, settings))
-        if distributed is not None:
-            _say(f"TinyTitan {distributed.describe()}")
-        if settings.memory:
-            _say(_memory_note(settings, None if engine.models.catalog else engine.info))
-        if not engine.models.catalog:
-            _say(f"Sampling defaults: {describe_defaults(engine.info)}; a request's own values win")
-        elif settings.sampling_defaults:
-            flags = ", ".join(f"{k} {v:g}" for k, v in settings.sampling_defaults.items())
-            _say(f"Sampling defaults of every model: {flags} (serve flags); the rest are each model's")
+        for line in ready_lines(engine, settings, distributed):
+            say(line)
 
     engine.readiness.on_change(settled)
     with listen(display):

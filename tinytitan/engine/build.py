@@ -10,6 +10,7 @@ from tinytitan.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from tinytitan.engine.device.distributed import Distributed
+    from tinytitan.engine.kv.budget import KvBudget
     from tinytitan.engine.memory.decorator import MemoryDecorator
     from tinytitan.engine.models.base import Backend
     from tinytitan.engine.models.catalog import Catalog, CatalogEntry
@@ -58,6 +59,7 @@ def _mlx_backend(settings: Settings, model: str | None, model_id: str | None, **
         prompt_cache_disk_mib=settings.prompt_cache_disk_mib,
         max_concurrent=settings.max_concurrent,
         drafts=settings.drafts,
+        kv=settings.kv_form(),
         **where,
     )
 
@@ -93,6 +95,7 @@ def build_catalog(settings: Settings) -> ModelManager:
     models = ModelManager.from_catalog(
         catalog, partial(_catalog_backend, settings), cpu_variants=has_accelerator(), preferred=settings.model
     )
+    models.kv = settings.kv_form()
     if settings.model is not None and settings.model not in models:
         raise SettingsError(f"--model {settings.model} is not in the catalog; it serves {', '.join(models.ids())}")
     return models
@@ -148,4 +151,44 @@ def build_engine(settings: Settings, backend: Backend | ModelManager | None = No
         strip=StripRules(always=settings.strip_cli_prompt, tags=settings.strip_tags),
         memory=memory,
         sampling_defaults=settings.sampling_defaults,
+        kv_budget=kv_budget(settings, backend),
     )
+
+
+def kv_budget(settings: Settings, models: Backend | ModelManager) -> KvBudget | None:
+    """The KV memory budget ``--max-kv-memory`` sets (None: off), by default half of what the machine
+    has free now once the largest model's weights are in; none for a scripted backend unless asked."""
+    from tinytitan.engine.kv.budget import KvBudget, default_limit
+
+    if settings.max_kv_memory == 0:
+        return None
+    if settings.max_kv_memory is not None:
+        return KvBudget(settings.max_kv_memory)
+    if settings.stub:
+        return None
+    chosen = default_limit(_weights(models))
+    if chosen is None:
+        log.info("this system does not say how much memory is free: no KV memory budget (--max-kv-memory sets one)")
+        return None
+    return KvBudget(*chosen)
+
+
+def _weights(models: Backend | ModelManager) -> int:
+    """Bytes of the largest served model's weight files (0 when unknown)."""
+    from tinytitan.engine.models.manager import ModelManager
+
+    if isinstance(models, ModelManager):
+        sizes = [(e.about.size_bytes or 0) for e in (models.entry(i) for i in models.ids()) if e is not None]
+        built = [_files_size(b) for b in models.built()]
+        return max([*sizes, *built, 0])
+    return _files_size(models)
+
+
+def _files_size(backend: Backend) -> int:
+    """Bytes of the MLX model directory ``backend`` loads (0 for a scripted one)."""
+    path = getattr(getattr(backend, "source", None), "path", None)
+    if path is None:
+        return 0
+    from tinytitan.engine.models.mlx.facts import size_on_disk
+
+    return size_on_disk(path)

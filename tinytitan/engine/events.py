@@ -64,7 +64,8 @@ class TextDelta:
 class ToolCall:
     """A tool call: one the model just made (an event), or one from the conversation's history.
 
-    ``arguments`` is JSON text; ``source`` says where a client sent it (history only).
+    ``arguments`` is JSON text — or, for a call of a ``custom`` tool (``type`` ``custom``), the tool's
+    freeform input as the model wrote it; ``source`` says where a client sent it (history only).
     """
 
     id: str
@@ -72,6 +73,7 @@ class ToolCall:
     arguments: str
     namespace: str | None = None
     source: Source | None = None
+    type: str = "function"  # or "custom": a freeform tool's call, its input in ``arguments``
 
 
 @dataclass(frozen=True, slots=True)

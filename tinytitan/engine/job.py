@@ -195,6 +195,7 @@ class Job:
                 item = await inbox.get()
                 if isinstance(item, BaseException):
                     raise item
+                self.ticket.tick()
                 if item.error is not None:
                     _log_failure(request, item.error)
                     raise item.error if isinstance(item.error, TinyTitanError) else GenerationFailed()

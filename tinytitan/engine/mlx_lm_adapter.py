@@ -13,6 +13,12 @@ attributes read or written:
   every step but documents only as a constructor argument;
 - **a model's decoder layers** (``decoder_layers``): the list a model calls in order (``model.layers``),
   whose classes ``device/interrupt.py`` swaps for watched subclasses;
+- **the cache contract a ``BatchGenerator`` drives** (``BatchCache``, ``cache_problems``): the methods
+  mlx-lm's generator and models call on a batch cache (``merge`` on a prompt's first row cache,
+  ``prepare`` / ``finalize`` around a prefill, ``filter`` / ``extend`` / ``extract`` as rows leave and
+  join, ``make_mask``, ``trim``) and the quantized attention its ``scaled_dot_product_attention``
+  takes when a cache has ``bits`` — what ``kv/cache.py``'s quantized batch cache implements, checked
+  against mlx-lm's own ``BatchKVCache``;
 - **the tool-call syntax a chat template implies** (``infer_tool_parser``) — mlx-lm's
   ``_infer_tool_parser`` — and **a config's model classes** (``model_classes``), which has a public
   road (the ``mlx_lm.models.<type>`` module of ``MODEL_REMAPPING``'s name) taken when the private
@@ -20,7 +26,8 @@ attributes read or written:
 
 ``problems(generator)`` checks a live generator against the contract in microseconds — the device
 worker runs it when a model's batch opens — and names what is missing; ``MlxBatch`` then serves
-without what depends on it (drafts; per-step prefill sizes) and says so in one log line. The
+without what depends on it (drafts; per-step prefill sizes; a quantized KV cache, via
+``cache_problems``) and says so in one log line. The
 contract test (``tests/engine/test_mlx_lm_adapter.py``) drives a real generator on the tiny model
 through every attribute and behaviour relied on here: run it before lifting the upper bound on
 ``mlx-lm`` in ``pyproject.toml``.
@@ -35,7 +42,9 @@ from typing import Any, Protocol, cast
 
 __all__ = [
     "TESTED",
+    "BatchCache",
     "DecodingRows",
+    "cache_problems",
     "decoder_layers",
     "infer_tool_parser",
     "model_classes",
@@ -118,6 +127,77 @@ def problems(generator: Any) -> dict[str, list[str]]:
         found["drafts"] = drafts
     if not isinstance(getattr(generator, "prefill_step_size", None), int):
         found["prefill chunks"] = ["BatchGenerator.prefill_step_size"]
+    return found
+
+
+class BatchCache(Protocol):
+    """What mlx-lm 0.32's generator and model code call on one layer's batch cache (``BatchKVCache``'s
+    contract); ``merge`` is called on a prompt's first row cache with every row's cache of that layer."""
+
+    offset: Any  # (rows,) the next position of each row (RoPE)
+    left_padding: Any  # (rows,)
+
+    def update_and_fetch(self, keys: Any, values: Any) -> tuple[Any, Any]: ...
+
+    def prepare(self, *, left_padding: Any = None, lengths: Any = None, right_padding: Any = None) -> None: ...
+
+    def finalize(self) -> None: ...
+
+    def filter(self, batch_indices: Any) -> None: ...
+
+    def extend(self, other: Any) -> None: ...
+
+    def extract(self, idx: int) -> Any: ...
+
+    def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> Any: ...
+
+    def trim(self, n: int) -> int: ...
+
+    def is_trimmable(self) -> bool: ...
+
+    def size(self) -> int: ...
+
+    def empty(self) -> bool: ...
+
+    @property
+    def state(self) -> Any: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+# BatchKVCache's public names in mlx-lm 0.32: a release that adds one may call it on our cache, one
+# that drops one of the driven names has changed how its generator drives caches
+_BATCH_CACHE_NAMES = frozenset(
+    {"empty", "extend", "extract", "filter", "finalize", "from_state", "is_trimmable", "keys_and_values"}
+    | {"make_mask", "merge", "nbytes", "prepare", "size", "state", "step", "trim", "update_and_fetch"}
+)
+_DRIVEN: tuple[str, ...] = (
+    "update_and_fetch",
+    "prepare",
+    "finalize",
+    "filter",
+    "extend",
+    "extract",
+    "merge",
+    "make_mask",
+)
+_DRIVEN += ("trim", "is_trimmable", "size", "empty", "state", "nbytes")
+
+
+def cache_problems(batch_cache: type) -> list[str]:
+    """What keeps ``batch_cache`` (a class standing in for ``BatchKVCache``) from serving this mlx-lm:
+    a name mlx-lm's ``BatchKVCache`` gained or lost since the contract was checked, a driven method
+    the class lacks, or no quantized attention. Empty when it serves; no MLX call."""
+    from mlx_lm.models import base
+    from mlx_lm.models.cache import BatchKVCache
+
+    names = {n for n in dir(BatchKVCache) if not n.startswith("_")}
+    found = [f"BatchKVCache.{n} (new)" for n in sorted(names - _BATCH_CACHE_NAMES)]
+    found += [f"BatchKVCache.{n}" for n in _DRIVEN if n not in names]
+    found += [f"{batch_cache.__name__}.{n}" for n in _DRIVEN if not hasattr(batch_cache, n)]
+    if not callable(getattr(base, "quantized_scaled_dot_product_attention", None)):
+        found.append("models.base.quantized_scaled_dot_product_attention")
     return found
 
 

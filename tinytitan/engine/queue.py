@@ -1,10 +1,11 @@
 """The bounded admission queue (reference §13).
 
 ``admit()`` answers at once: a ``Ticket`` while running + waiting is below ``slots + limit``,
-else ``QueueFull``. A ticket then waits FIFO for a free slot; leaving (done, cancelled, client
-gone) frees its place immediately and wakes the next waiter. ``close(error)`` (the server is
-shutting down) fails every waiting ticket with an ``error()`` and refuses new ones; running ones
-keep their slots.
+else ``QueueFull``. A ticket then waits FIFO for a free slot — and, with a KV memory budget
+(``kv/budget.py``), for its KV reservation to fit beside the running rows'; leaving (done,
+cancelled, client gone) frees its place and its reservation immediately and wakes the next waiter.
+``close(error)`` (the server is shutting down) fails every waiting ticket with an ``error()`` and
+refuses new ones; running ones keep their slots.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from collections import deque
 from collections.abc import Callable
 
 from tinytitan.engine.errors import QueueFull, TinyTitanError
+from tinytitan.engine.kv.budget import KvBudget
 
 __all__ = ["AdmissionQueue", "Ticket"]
 
 
 class Ticket:
-    def __init__(self, queue: AdmissionQueue) -> None:
+    def __init__(self, queue: AdmissionQueue, kv_bytes: int = 0) -> None:
         self._queue = queue
+        self.kv_bytes = kv_bytes  # what its row's KV cache may grow to (reserved while it runs)
         self.running = False
         self.released = False
         self._ready: asyncio.Future[None] | None = None
@@ -37,6 +40,11 @@ class Ticket:
             self.release()
             raise
 
+    def tick(self) -> None:
+        """Its row made progress: the budget's line of use, once a minute while rows run."""
+        if self.running and self._queue.budget is not None:
+            self._queue.budget.tick(self._queue.waiting)
+
     def release(self) -> None:
         if not self.released:
             self.released = True
@@ -44,9 +52,10 @@ class Ticket:
 
 
 class AdmissionQueue:
-    def __init__(self, limit: int = 4, slots: int = 1) -> None:
+    def __init__(self, limit: int = 4, slots: int = 1, budget: KvBudget | None = None) -> None:
         self.limit = max(0, limit)
         self.slots = max(1, slots)
+        self.budget = budget
         self._running = 0
         self._waiting: deque[Ticket] = deque()
         self._tickets = 0  # admitted, not yet released
@@ -62,14 +71,16 @@ class AdmissionQueue:
     def waiting(self) -> int:
         return self._tickets - self._running
 
-    def admit(self) -> Ticket:
+    def admit(self, kv_bytes: int = 0) -> Ticket:
+        """A place in the queue for a row whose KV cache may grow to ``kv_bytes`` (it must fit the
+        budget alone: ``Engine.prepare`` refuses one that cannot)."""
         if self._closed is not None:
             raise self._closed()
         if self._tickets >= self.slots + self.limit:
             raise QueueFull()
         self._tickets += 1
         self._idle.clear()
-        return Ticket(self)
+        return Ticket(self, kv_bytes)
 
     async def wait_idle(self) -> None:
         """Wait until no ticket is admitted (used before unloading a model)."""
@@ -83,12 +94,20 @@ class AdmissionQueue:
             if ready is not None and not ready.done():
                 ready.set_exception(error())
 
+    def _can_start(self, ticket: Ticket) -> bool:
+        return self._running < self.slots and (self.budget is None or self.budget.fits(ticket.kv_bytes))
+
+    def _start(self, ticket: Ticket) -> None:
+        ticket.running = True
+        self._running += 1
+        if self.budget is not None:
+            self.budget.reserve(ticket.kv_bytes)
+
     async def _acquire(self, ticket: Ticket) -> None:
         if self._closed is not None:
             raise self._closed()
-        if self._running < self.slots and not self._waiting:
-            self._running += 1
-            ticket.running = True
+        if not self._waiting and self._can_start(ticket):
+            self._start(ticket)
             return
         loop = asyncio.get_running_loop()
         ticket._ready = loop.create_future()
@@ -101,15 +120,16 @@ class AdmissionQueue:
         if ticket.running:
             ticket.running = False
             self._running -= 1
+            if self.budget is not None:
+                self.budget.release(ticket.kv_bytes)
         elif ticket in self._waiting:
             self._waiting.remove(ticket)
             if ticket._ready is not None and not ticket._ready.done():
                 ticket._ready.cancel()
-        while self._running < self.slots and self._waiting:
+        while self._waiting and self._can_start(self._waiting[0]):  # in arrival order: the first waits first
             nxt = self._waiting.popleft()
             if nxt._ready is not None and not nxt._ready.done():
-                nxt.running = True
-                self._running += 1
+                self._start(nxt)
                 nxt._ready.set_result(None)
         if self._tickets == 0:
             self._idle.set()

@@ -29,6 +29,7 @@ from tinytitan.engine.cpu_pool import CpuPool
 from tinytitan.engine.device.worker import DeviceWorker
 from tinytitan.engine.errors import ContextLengthExceeded, ShuttingDown, TinyTitanError, Unsupported
 from tinytitan.engine.job import Completion, Job
+from tinytitan.engine.kv.budget import KvBudget
 from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.queue import AdmissionQueue
@@ -61,12 +62,19 @@ class Engine:
         max_concurrent: int | None = None,
         memory: MemoryDecorator | None = None,
         sampling_defaults: Mapping[str, float] | None = None,
+        kv_budget: KvBudget | None = None,
     ) -> None:
         self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
         own = 1 if isinstance(models, ModelManager) else getattr(models, "max_concurrent", 1)
         self.max_concurrent = max(1, max_concurrent or own)
-        self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent)
+        self.kv_budget = kv_budget  # the KV memory of every row and the prompt caches (--max-kv-memory)
+        if kv_budget is not None:
+            kv_budget.cached = lambda: sum(b.kv_cached_bytes() for b in self.models.built())
+            for backend in self.models.built():
+                backend.bound_kv_cache(kv_budget.room)
+            self.models.on_build = lambda backend: backend.bound_kv_cache(kv_budget.room)
+        self.queue = AdmissionQueue(limit=queue_limit, slots=self.max_concurrent, budget=kv_budget)
         self.default_reasoning = default_reasoning
         self.sampling_defaults = dict(sampling_defaults or {})  # serve's --temperature …: over the model's
         self.strip = strip or StripRules()
@@ -161,13 +169,30 @@ class Engine:
             if job is not None:
                 return job
         prompt = await self._fitting(validated)
-        window = self.models.info(validated.model_id).context_window
+        window, per_token = self._room(validated, prompt)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
+        ticket = self.queue.admit(per_token * (prompt.n_tokens + max(0, max_new)))
         rounds = None
         if searching:
             backend = await self.model_backend(validated.model_id)
             rounds = SearchRounds(render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu)
-        return Job(self, validated, prompt, max_new, self.queue.admit(), rounds)
+        return Job(self, validated, prompt, max_new, ticket, rounds)
+
+    def _room(self, validated: ValidatedRequest, prompt: Prompt) -> tuple[int, int]:
+        """The context a row may fill — the model's window, or less where the KV memory budget holds
+        fewer of its tokens (the output budget is capped by it as by the window) — and the bytes a
+        token takes (0: no budget). A prompt the budget cannot hold, even alone, is the context error."""
+        window = self.models.info(validated.model_id).context_window
+        budget = self.kv_budget
+        per_token = self.models.backend(validated.model_id).kv_token_bytes() if budget is not None else 0
+        if budget is None or per_token <= 0:
+            return window, 0
+        holds = budget.limit // per_token
+        if prompt.n_tokens >= holds:
+            raise ContextLengthExceeded(
+                budget.refusal(prompt.n_tokens, per_token), param=validated.request.messages_param
+            )
+        return min(window, holds), per_token
 
     async def _prepare_with_memory(self, validated: ValidatedRequest) -> Job | None:
         """The memory decorator's job, or None to run the request as the client sent it (no usable
@@ -180,7 +205,10 @@ class Engine:
             return None
         backend = await self.model_backend(validated.model_id)
         prompt = await self.on_cpu(backend.render, plan.request)
-        window = self.models.info(validated.model_id).context_window
+        try:
+            window, per_token = self._room(validated, prompt)
+        except ContextLengthExceeded:
+            window, per_token = 0, 0  # the memory block leaves no room: served without it (refused there if so)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
         if max_new <= 0:
             log.info("request %s: no room for memory in the context window; served without it", validated.request_id)
@@ -188,7 +216,8 @@ class Engine:
         rounds = MemoryRounds(
             plan, render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu
         )
-        return Job(self, plan.request, prompt, max_new, self.queue.admit(), rounds)
+        ticket = self.queue.admit(per_token * (prompt.n_tokens + max_new))
+        return Job(self, plan.request, prompt, max_new, ticket, rounds)
 
     async def on_cpu(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the engine's CPU pool (never the device thread, never a new thread)."""

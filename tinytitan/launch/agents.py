@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.launch.configs import codex_catalog, merge_json_file, write_json
-from tinytitan.launch.server import Served
+from tinytitan.launch.server import LaunchError, Served
 
 __all__ = ["AGENTS", "KEY_VARIABLE", "LOOP_GUARD", "PROVIDER", "Agent", "Wiring", "compact_limit"]
 
@@ -53,7 +53,8 @@ class Agent:
     name: str
     binary: str
     package: str  # the npm package that installs it
-    wire: Callable[[str, Served, Mapping[str, str], Sequence[str]], Wiring]  # (binary, served, environ, args)
+    wire: Callable[..., Wiring]  # (binary, served, environ, args, **choices)
+    choices: frozenset[str] = frozenset()  # the launch's agent-only choices it takes (Codex: code_mode)
 
     @property
     def install_hint(self) -> str:
@@ -116,7 +117,9 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a TOML basic string
 
 
-def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
+def _codex(
+    binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str], *, code_mode: bool = False
+) -> Wiring:
     headers = ", ".join(f"{_toml(k)}={_toml(v)}" for k, v in LOOP_GUARD.items())
     provider = (
         f"{{name={_toml('TinyTitan')}, base_url={_toml(served.v1)}, "
@@ -129,7 +132,14 @@ def _codex(binary: str, served: Served, environ: Mapping[str, str], args: Sequen
         f"model_context_window={served.context_window}",
         f"model_auto_compact_token_limit={compact_limit(served)}",
     ]
-    catalog = codex_catalog(_home(environ, "CODEX_HOME", ".codex"), served, compact_limit(served), binary, environ)
+    if code_mode and not served.freeform_tools:
+        raise LaunchError(
+            f"Code Mode gives {served.model} one freeform exec tool held to a grammar, which its tool-call "
+            "syntax cannot carry; launch without --code-mode, or serve a model whose syntax can "
+            "(tinytitan models --details: freeform tools)"
+        )
+    home = _home(environ, "CODEX_HOME", ".codex")
+    catalog = codex_catalog(home, served, compact_limit(served), binary, environ, code_mode=code_mode)
     if catalog is not None:
         overrides.append(f"model_catalog_json={_toml(str(catalog))}")
     argv = [word for override in overrides for word in ("-c", override)]
@@ -194,7 +204,7 @@ AGENTS: dict[str, Agent] = {
     agent.name: agent
     for agent in (
         Agent("claude", "claude", "@anthropic-ai/claude-code", _claude),
-        Agent("codex", "codex", "@openai/codex", _codex),
+        Agent("codex", "codex", "@openai/codex", _codex, frozenset({"code_mode"})),
         Agent("pi", "pi", "@mariozechner/pi-coding-agent", _pi),
         Agent("opencode", "opencode", "opencode-ai", _opencode),
     )

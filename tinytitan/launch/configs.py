@@ -5,7 +5,10 @@
 - ``codex_catalog``: Codex's model catalog for the served model (``tinytitan-models.json`` beside its
   ``config.toml``, passed with ``-c model_catalog_json=…``), holding the entries of a catalog the user
   already configured too. Its instructions are the installed Codex's own (``codex debug models``,
-  the shortest of its listed models'), so Codex prompts the model as it prompts its own.
+  the shortest of its listed models'), so Codex prompts the model as it prompts its own. A model whose
+  calls can hold a tool's input to a grammar gets Codex's freeform ``apply_patch``
+  (``apply_patch_tool_type: "freeform"``), and Code Mode (``tool_mode: "code_mode_only"``: one freeform
+  ``exec`` tool taking JavaScript) when the launch asks for it.
 """
 
 from __future__ import annotations
@@ -94,8 +97,13 @@ def _instructions(binary: str, environ: Mapping[str, str]) -> str | None:
     return min(texts, key=len, default=None)
 
 
-def codex_entry(served: Served, compact_limit: int, instructions: str) -> dict[str, Any]:
-    """A Codex catalog entry for the served model (the fields Codex requires, and the window)."""
+def codex_entry(served: Served, compact_limit: int, instructions: str, *, code_mode: bool = False) -> dict[str, Any]:
+    """A Codex catalog entry for the served model (the fields Codex requires, the window, and its
+    freeform tools: ``apply_patch`` as a custom tool where the model's call syntax can carry one, and
+    Code Mode when asked)."""
+    tools: dict[str, Any] = {"apply_patch_tool_type": "freeform"} if served.freeform_tools else {}
+    if code_mode:
+        tools["tool_mode"] = "code_mode_only"
     return {
         "slug": served.model,
         "display_name": served.model,
@@ -114,6 +122,7 @@ def codex_entry(served: Served, compact_limit: int, instructions: str) -> dict[s
         "truncation_policy": {"mode": "tokens", "limit": 10000},
         "input_modalities": ["text"],
         "experimental_supported_tools": [],
+        **tools,
     }
 
 
@@ -136,7 +145,13 @@ def _user_catalog(home: Path, ours: Path) -> list[dict[str, Any]]:
 
 
 def codex_catalog(
-    home: Path, served: Served, compact_limit: int, binary: str, environ: Mapping[str, str]
+    home: Path,
+    served: Served,
+    compact_limit: int,
+    binary: str,
+    environ: Mapping[str, str],
+    *,
+    code_mode: bool = False,
 ) -> Path | None:
     """Write ``home/tinytitan-models.json`` for the served model; None when Codex gave no instructions."""
     instructions = _instructions(binary, environ)
@@ -144,5 +159,6 @@ def codex_catalog(
         return None
     path = home / CODEX_CATALOG
     theirs = [m for m in _user_catalog(home, path) if m.get("slug") != served.model]
-    write_json(path, {"models": [codex_entry(served, compact_limit, instructions), *theirs]})
+    entry = codex_entry(served, compact_limit, instructions, code_mode=code_mode)
+    write_json(path, {"models": [entry, *theirs]})
     return path

@@ -20,7 +20,7 @@ from types import FrameType
 
 from tinytitan.launch.agents import AGENTS, Agent
 from tinytitan.launch.fitness import fitness
-from tinytitan.launch.server import ChildServer, LaunchError, alive, local_url, served
+from tinytitan.launch.server import ChildServer, LaunchError, alive, local_url, served, why_not_alive
 
 __all__ = ["LaunchOptions", "find_agent", "launch", "run_agent"]
 
@@ -36,6 +36,7 @@ class LaunchOptions:
     serve_args: Sequence[str] = field(default_factory=list)  # `tinytitan serve` flags for a started server
     serve_only: Sequence[str] = ()  # the flags given that only a started server takes (said when unused)
     force: bool = False  # launch even where the agent cannot work with the model (``fitness``)
+    code_mode: bool = False  # Codex's Code Mode (one freeform exec tool)
 
 
 def find_agent(name: str) -> tuple[Agent, str]:
@@ -74,14 +75,20 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
     """Run ``options.agent`` against the server the options name; the agent's exit status."""
     agent, binary = find_agent(options.agent)
+    choices = {"code_mode": True} if options.code_mode else {}
+    unsupported = sorted(set(choices) - agent.choices)
+    if unsupported:
+        flag = "--" + unsupported[0].replace("_", "-")
+        raise LaunchError(f"{flag} is for codex only; launch {agent.name} without it")
     child: ChildServer | None = None
     previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         url: str | None = None
         if options.url:
             url = options.url if "://" in options.url else "http://" + options.url
-            if not alive(url.rstrip("/").removesuffix("/v1")):
-                raise LaunchError(f"no server answers at {options.url} (start one with: tinytitan serve)")
+            root = url.rstrip("/").removesuffix("/v1")
+            if not alive(root):
+                raise LaunchError(why_not_alive(root))
         elif not options.start and alive(local_url()):
             url = local_url()
         if url is None:
@@ -99,7 +106,7 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
             raise LaunchError(f"{told.refusal}, or pass --force to launch anyway")
         if told.refusal is not None:
             progress(f"{told.refusal} (launching anyway: --force)")
-        wiring = agent.wire(binary, facts, dict(os.environ), options.args)
+        wiring = agent.wire(binary, facts, dict(os.environ), options.args, **choices)
         progress(
             f"{agent.name} on {facts.model} at {facts.url} "
             f"(context {facts.context_window:,} tokens, answers up to {facts.output_cap:,})"

@@ -26,7 +26,7 @@ import httpx
 
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
 
-__all__ = ["ChildServer", "LaunchError", "Served", "alive", "local_url", "served"]
+__all__ = ["ChildServer", "LaunchError", "Served", "alive", "local_url", "served", "why_not_alive"]
 
 _DEFAULT_OUTPUT_CAP = 32_000  # what Claude Code asks for by default; a quarter of a small window below it
 
@@ -45,6 +45,7 @@ class Served:
     output_cap: int
     api_key: str | None = None
     reasoning_levels: tuple[str, ...] = ()
+    freeform_tools: bool = False  # its calls can hold a custom tool's input to a grammar (Codex's apply_patch)
     tool_calls: bool | None = None  # whether the model has a tool-call syntax (None: the server does not say)
 
     @property
@@ -85,6 +86,17 @@ def _health(url: str) -> dict[str, Any] | None:
 def alive(url: str) -> bool:
     """Whether a server answers ``/health`` at ``url`` (ready or still loading)."""
     return _health(url) is not None
+
+
+def why_not_alive(url: str) -> str:
+    """Why ``url`` answers no ``/health``: nothing listens there, or something else does."""
+    from tinytitan.chat.client import not_tinytitan
+
+    try:
+        response = httpx.get(url + "/health", timeout=2.0)
+    except httpx.HTTPError:
+        return f"no server answers at {url} (start one with: tinytitan serve)"
+    return not_tinytitan(url, f"GET /health answered {response.status_code}")
 
 
 def _facts(entry: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +156,16 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
     levels = facts.get("reasoning_levels")
     levels = tuple(str(level) for level in levels) if isinstance(levels, list) else ()
     calls = facts.get("tool_calls")
-    return Served(url, model, window, cap, api_key, levels, calls if isinstance(calls, bool) else None)
+    return Served(
+        url,
+        model,
+        window,
+        cap,
+        api_key,
+        levels,
+        facts.get("freeform_tools") is True,
+        calls if isinstance(calls, bool) else None,
+    )
 
 
 def _free_port() -> int:

@@ -117,7 +117,7 @@ class ServerProcess:
 
 @contextmanager
 def serve_stub_process(
-    stub_script: dict[str, Any], *args: str, startup_timeout: float = 30.0, log_level: str = "warning"
+    stub_script: dict[str, Any], *args: str, startup_timeout: float = 90.0, log_level: str = "warning"
 ) -> Iterator[ServerProcess]:
     """Run ``python -m tinytitan serve --stub SCRIPT --port P ARGS…`` and wait for ``/health``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,7 +129,7 @@ def serve_stub_process(
 
 @contextmanager
 def serve_process(
-    *args: str, startup_timeout: float = 60.0, log_level: str = "warning", stderr: Path | None = None
+    *args: str, startup_timeout: float = 90.0, log_level: str = "warning", stderr: Path | None = None
 ) -> Iterator[ServerProcess]:
     """Run ``python -m tinytitan serve --port P ARGS…``, wait for ``/health``; SIGTERM on exit.
 

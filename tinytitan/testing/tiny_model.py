@@ -106,6 +106,15 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
         "head_dim": 16,
     },
+    # the tiny shape with heads of 64: a quantized KV cache's groups (--kv-group-size 64) fit them
+    "tiny-kv": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+    },
     # Qwen3-0.6B's shape, for benchmarks
     "0.6b": {
         "hidden_size": 1024,
@@ -261,9 +270,8 @@ def cached_dir(path: Path, build: Callable[[Path], Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     try:
-        with device_thread.claimed(
-            beside_workers=True
-        ):  # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+        # the caller builds weights with MLX, as the device (TINYTITAN_DEVICE_CHECK)
+        with device_thread.claimed(beside_workers=True):
             build(tmp)
         try:
             os.replace(tmp, path)
@@ -285,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
         default=None,
-        help="weight dtype (default: float32 for tiny, bfloat16 for 0.6b)",
+        help="weight dtype (default: float32 for the tiny shapes, bfloat16 for 0.6b)",
     )
     parser.add_argument(
         "--quantize",
@@ -295,13 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         help="quantize the weights to this many bits (group size 64)",
     )
     args = parser.parse_args(argv)
-    dtype = args.dtype or ("float32" if args.shape == "tiny" else "bfloat16")
+    dtype = args.dtype or ("float32" if args.shape.startswith("tiny") else "bfloat16")
     if args.out_dir.exists() and any(args.out_dir.iterdir()):
         print(f"error: {args.out_dir} exists and is not empty", file=sys.stderr)
         return 2
     from tinytitan.engine.device import thread as device_thread
 
-    with device_thread.claimed():  # this program has no device worker: its thread is the device
+    # This program has no device worker: its thread is the device. A test calls main() in its own process,
+    # beside the workers of other tests' engines, each with its own streams.
+    with device_thread.claimed(beside_workers=True):
         build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
     print(args.out_dir)
     return 0

@@ -25,6 +25,7 @@ __all__ = [
 
 _HERE = Path(__file__).resolve().parent / "schemas"
 OPEN_RESPONSES = "open-responses-2026-04-24.json"
+CUSTOM_TOOLS = "openai-custom-tools.json"  # what the release lacks: OpenAI's custom (freeform) tools
 ANTHROPIC = "anthropic-messages.json"
 _OR_URI = "urn:tinytitan:open-responses"
 
@@ -78,6 +79,16 @@ def _open_responses() -> dict[str, Any]:
     schemas["JsonSchemaResponseFormat"]["properties"]["schema"] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
     schemas.update(copy.deepcopy(_TOOL_SEARCH_ITEMS))  # OpenAI's items the release lacks (README)
     schemas["ItemField"]["oneOf"] += [{"$ref": f"#/components/schemas/{name}"} for name in _TOOL_SEARCH_ITEMS]
+    # the release has no custom tools (README): OpenAI's shapes of them join the unions they belong to
+    schemas.update(copy.deepcopy(_load(CUSTOM_TOOLS)["components"]["schemas"]))
+
+    def ref(name: str) -> dict[str, str]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    schemas["ItemField"]["oneOf"] += [ref("CustomToolCall"), ref("CustomToolCallOutput")]
+    schemas["Tool"]["oneOf"].append(ref("CustomTool"))
+    schemas["ResponseResource"]["properties"]["tool_choice"]["oneOf"].append(ref("CustomToolChoice"))
+    schemas["AllowedToolChoice"]["properties"]["tools"]["items"]["oneOf"].append(ref("CustomToolChoice"))
     return document
 
 
@@ -140,6 +151,8 @@ _RESPONSES_EVENTS = {
     "response.reasoning_summary_text.done": "ResponseReasoningSummaryDoneStreamingEvent",
     "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaStreamingEvent",
     "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneStreamingEvent",
+    "response.custom_tool_call_input.delta": "ResponseCustomToolCallInputDeltaStreamingEvent",
+    "response.custom_tool_call_input.done": "ResponseCustomToolCallInputDoneStreamingEvent",
     "error": "ErrorStreamingEvent",
 }
 

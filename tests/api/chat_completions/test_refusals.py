@@ -221,6 +221,15 @@ def test_transport_refusal(live: LiveServer, case: str, kwargs: dict[str, Any], 
     assert r.json()["error"]["code"] == code
 
 
+def test_a_wrong_typed_field_is_named_with_the_type_it_wants(live: LiveServer) -> None:
+    """Well-formed JSON whose field has the wrong type: the field and the types, in words (not "malformed")."""
+    r = httpx.post(live.v1 + "/chat/completions", json=body(max_tokens="5"))
+    error = r.json()["error"]
+    assert (r.status_code, error["param"]) == (400, "max_tokens")
+    said = error["message"]
+    assert said == "max_tokens: this field has the wrong type: expected an integer or null, got a string", said
+
+
 def test_wrong_method_and_unknown_path(live: LiveServer) -> None:
     r = httpx.get(live.v1 + "/chat/completions")
     assert (r.status_code, r.json()["error"]["code"]) == (405, "method_not_allowed")

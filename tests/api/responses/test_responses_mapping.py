@@ -87,7 +87,7 @@ def test_a_replayed_thought_reaches_the_assistant_turn_after_it() -> None:
     assert [(len(m.tool_calls), m.reasoning) for m in assistants] == [(2, "Look it up."), (0, "Done.")]
 
 
-def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
+def test_tools_namespace_flattened_custom_kept_and_hosted_types_left_out() -> None:
     tools = map_tools(
         [
             {"type": "function", "name": "f", "parameters": {"type": "object"}},
@@ -107,12 +107,15 @@ def test_tools_namespace_flattened_and_hosted_types_left_out() -> None:
                     "computer_use_preview",
                     "shell",
                     "local_shell",
-                    "custom",
                 )
             ),
         ]
     )
-    assert [(t.name, t.namespace) for t in tools] == [("f", None), ("g", "crm")]
+    assert [(t.name, t.namespace, t.type) for t in tools] == [
+        ("f", None, "function"),
+        ("g", "crm", "function"),
+        ("x", "crm", "custom"),
+    ]
 
 
 def test_text_format_maps_to_a_format_request_in_the_clients_spelling() -> None:

@@ -132,7 +132,7 @@ def test_a_client_search_is_its_call_item_and_its_output_reveals(live: LiveServe
     assert text["type"] == "message" and call["type"] == "tool_search_call"
     assert call["execution"] == "client" and call["arguments"] == {"query": "forecast temperature"} and call["call_id"]
     assert live.recorded[-1]["tools"][0]["name"] == "tool_search"
-    loaded = {**NAMESPACE, "name": "mcp__toolbox", "tools": list(NAMESPACE["tools"])[:2]}
+    loaded: dict[str, Any] = {**NAMESPACE, "name": "mcp__toolbox", "tools": list(NAMESPACE["tools"])[:2]}
     output = {
         "type": "tool_search_output",
         "call_id": call["call_id"],

@@ -5,7 +5,6 @@ Drives ``MlxBatch`` directly on the tiny real model, on this test's device threa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,18 +23,6 @@ from tinytitan.testing.device import EXACT
 SEEDED = "mlx attention"
 # a prompt that repeats itself: the drafts find matches in it (and in what the model then repeats)
 LOOPED = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4 + [11, 12, 13]
-
-
-@pytest.fixture(scope="module", params=["mlx attention", "NumPy attention"])
-def attention(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Both attentions a CPU model may run (``cpu_attention`` takes multi-token calls once a model in
-    fp32 on the CPU was loaded, process-wide): each test runs under both, whatever ran before."""
-    from tinytitan.engine.models.mlx import cpu_attention
-
-    was = cpu_attention.installed()
-    (cpu_attention.install if request.param == "NumPy attention" else cpu_attention.uninstall)()
-    yield request.param
-    (cpu_attention.install if was else cpu_attention.uninstall)()
 
 
 @pytest.fixture(scope="module")

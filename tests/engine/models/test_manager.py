@@ -115,5 +115,7 @@ def test_one_model_is_resident_when_its_backend_is_loaded() -> None:
         "reasoning_levels": ["off", "on"],
         "default_reasoning": "on",
         "tool_calls": True,
+        "freeform_tools": False,
+        "kv_cache": {"kv_bits": None},  # full precision (no --kv-bits)
         "resident": True,
     }

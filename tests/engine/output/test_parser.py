@@ -106,3 +106,34 @@ def test_whitespace_framing_calls_is_not_text_but_the_answer_keeps_its_own() -> 
     assert text_of(events, TextDelta) == "one\n\ntwo \n"
     _, events = run(["a \n", "b", " STOP"], stop=("STOP",))
     assert text_of(events, TextDelta) == "a \nb "
+
+
+def _apply_patch() -> Tool:
+    from tinytitan.engine.grammar.freeform import compile_input
+    from tinytitan.engine.request import Freeform
+    from tinytitan.testing.freeform import grammar
+
+    source = grammar("codex_apply_patch")
+    return Tool("apply_patch", type="custom", format=Freeform("grammar", "lark", source, compile_input("lark", source)))
+
+
+def test_a_custom_tools_call_carries_its_input_as_the_call() -> None:
+    """A custom tool's input travels as the one string argument ``input`` and comes out exactly."""
+    import json
+
+    from tinytitan.testing.freeform import PATCH
+
+    body = json.dumps({"name": "apply_patch", "arguments": {"input": PATCH}})
+    _, events = run(list(f"<tool_call>\n{body}\n</tool_call>"), tools=(_apply_patch(),))
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert (call.type, call.name, call.arguments) == ("custom", "apply_patch", PATCH)
+
+
+def test_a_custom_call_whose_input_breaks_its_grammar_is_shown_as_text() -> None:
+    import json
+
+    for args in ({"input": "*** Begin Patch\n"}, {"input": 3}, {"input": "x", "more": 1}):
+        raw = f"<tool_call>\n{json.dumps({'name': 'apply_patch', 'arguments': args})}\n</tool_call>"
+        parser, events = run([raw], tools=(_apply_patch(),))
+        assert not [e for e in events if isinstance(e, ToolCall)] and parser.tool_calls == 0
+        assert text_of(events, TextDelta) == raw

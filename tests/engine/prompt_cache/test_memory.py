@@ -146,3 +146,25 @@ def test_a_snapshot_made_on_one_thread_is_usable_on_another() -> None:
     reader.start()
     reader.join()
     assert result == [(6, list(range(6)))]
+
+
+def test_within_the_kv_memory_budget_the_oldest_snapshots_go_first() -> None:
+    """With a budget (``--max-kv-memory``) the cache holds what the rows leave (``room``): a row that
+    starts from it, or a snapshot stored, lets the least recently used snapshots go."""
+    pc = PromptCache(max_entries=8)
+    one = sum(c.nbytes for c in kv([1, 2, 3, 4]))
+    left = {"room": 10 * one}
+    pc.room = lambda held: left["room"]
+    for first in (10, 20, 30):
+        pc.store([first, 2, 3, 4], kv([first, 2, 3, 4]))
+    assert len(pc) == 3
+    left["room"] = 2 * one  # rows were admitted: room for two snapshots
+    cache, n = pc.fetch([30, 2, 3, 4, 5])  # a row starts from the newest
+    assert n == 4 and contents(cache) == [30, 2, 3, 4]
+    assert pc.snapshots() == [(20, 2, 3, 4), (30, 2, 3, 4)]
+    left["room"] = one
+    pc.store([40, 2, 3, 4], kv([40, 2, 3, 4]))
+    assert pc.snapshots() == [(40, 2, 3, 4)]
+    left["room"] = one - 1
+    pc.store([50, 2, 3, 4], kv([50, 2, 3, 4]))  # not even one fits: nothing is kept
+    assert pc.snapshots() == [] and pc.nbytes == 0

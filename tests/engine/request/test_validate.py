@@ -289,7 +289,7 @@ def test_parameters_default_to_an_object_schema(monkeypatch: pytest.MonkeyPatch)
         compiled.append(schema)
         return compile_schema(schema, param)
 
-    monkeypatch.setattr("tinytitan.engine.request.validate.compile_schema", recording)
+    monkeypatch.setattr("tinytitan.engine.request.tools.compile_schema", recording)
     tools = (Tool("f", parameters={"properties": {}}), Tool("g"))
     assert ok(tools=tools).tools == tools  # passed on as sent: a schema without a type is an object's
     ok(tools=tools, tool_choice=ToolChoice("required"), model=FORCING)  # a forced call compiles each schema

@@ -20,6 +20,7 @@ from .wire import (
     Choice,
     ChunkChoice,
     CompletionTokensDetails,
+    CustomCall,
     Delta,
     FunctionCall,
     PromptTokensDetails,
@@ -46,6 +47,8 @@ def finish_reason(finished: Finished, has_calls: bool) -> str:
 
 
 def _call_object(call: ToolCall, index: int | UnsetType = UNSET) -> ToolCallObject:
+    if call.type == "custom":
+        return ToolCallObject(index=index, id=call.id, type="custom", custom=CustomCall(call.name, call.arguments))
     return ToolCallObject(index=index, id=call.id, function=FunctionCall(call.name, call.arguments))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
+from tinytitan.api.shapes import custom_format, format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.request import (
@@ -13,12 +13,14 @@ from tinytitan.engine.request import (
     Tool,
 )
 
-from .protocol import ChatCompletionRequest, ChatContentPart, ChatMessage
+from .protocol import ChatCompletionRequest, ChatContentPart, ChatMessage, ChatTool, ChatToolCall
 
 __all__ = ["to_chat_request"]
 
 _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 _TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}
+_CUSTOM_CALL_SPELLING = {"name": "custom.name", "arguments": "custom.input"}
+_CUSTOM_TOOL_SPELLING = {"name": "custom.name", "format": "custom.format"}
 
 
 def _part(part: ChatContentPart, where: str) -> Part:
@@ -28,6 +30,16 @@ def _part(part: ChatContentPart, where: str) -> Part:
     return Part(part.type, part.text, Source(where))
 
 
+def _call(c: ChatToolCall, where: str) -> ToolCall:
+    """An assistant's tool call: a function's, or a custom tool's (``type: "custom"``, its ``custom.input``)."""
+    if c.type == "custom":
+        if c.custom is None:
+            raise InvalidRequest("a custom tool call needs a 'custom' object", param=f"{where}.custom")
+        source = Source(where, _CUSTOM_CALL_SPELLING)
+        return ToolCall(c.id, c.custom.name, c.custom.input, source=source, type="custom")
+    return ToolCall(c.id, c.function.name, c.function.arguments, source=Source(where, _CALL_SPELLING))
+
+
 def _message(m: ChatMessage, i: int) -> Message:
     where = f"messages[{i}]"
     content = (
@@ -35,10 +47,7 @@ def _message(m: ChatMessage, i: int) -> Message:
         if isinstance(m.content, list)
         else m.content
     )
-    calls = tuple(
-        ToolCall(c.id, c.function.name, c.function.arguments, source=Source(f"{where}.tool_calls[{k}]", _CALL_SPELLING))
-        for k, c in enumerate(m.tool_calls or ())
-    )
+    calls = tuple(_call(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(m.tool_calls or ()))
     return Message(
         role=m.role,
         content=content,
@@ -73,9 +82,24 @@ def _reasoning(wire: ChatCompletionRequest) -> ReasoningControls:
     )
 
 
+def _custom_tool(t: ChatTool, where: str) -> Tool:
+    if t.custom is None:
+        raise InvalidRequest("a custom tool needs a 'custom' object", param=f"{where}.custom")
+    return Tool(
+        name=t.custom.name,
+        description=t.custom.description or "",
+        type="custom",
+        source=Source(where, _CUSTOM_TOOL_SPELLING),
+        format=custom_format(t.custom.format, param=f"{where}.custom.format"),
+    )
+
+
 def _tools(wire: ChatCompletionRequest) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     for i, t in enumerate(wire.tools or ()):
+        if t.type == "custom":
+            tools.append(_custom_tool(t, f"tools[{i}]"))
+            continue
         if t.type == "function" and t.function is None:
             raise InvalidRequest("a function tool needs a 'function' object", param=f"tools[{i}].function")
         fn = t.function

@@ -12,6 +12,8 @@ import msgspec
 __all__ = [
     "ChatCompletionRequest",
     "ChatContentPart",
+    "ChatCustomCall",
+    "ChatCustomTool",
     "ChatFunction",
     "ChatFunctionCall",
     "ChatMessage",
@@ -32,10 +34,16 @@ class ChatFunctionCall(msgspec.Struct, omit_defaults=True):
     arguments: str = ""
 
 
+class ChatCustomCall(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    input: str = ""
+
+
 class ChatToolCall(msgspec.Struct, omit_defaults=True):
     id: str = ""
     type: str = "function"
     function: ChatFunctionCall = msgspec.field(default_factory=ChatFunctionCall)
+    custom: ChatCustomCall | None = None  # a custom tool's call (type "custom")
 
 
 class ChatMessage(msgspec.Struct, omit_defaults=True):
@@ -55,9 +63,16 @@ class ChatFunction(msgspec.Struct, omit_defaults=True):
     strict: bool | None = None
 
 
+class ChatCustomTool(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    description: str | None = None
+    format: Any = None  # {"type": "text"} or {"type": "grammar", "grammar": {"syntax", "definition"}}
+
+
 class ChatTool(msgspec.Struct, omit_defaults=True):
     type: str = "function"
     function: ChatFunction | None = None
+    custom: ChatCustomTool | None = None
 
 
 class StreamOptions(msgspec.Struct, omit_defaults=True):

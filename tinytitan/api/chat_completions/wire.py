@@ -19,6 +19,7 @@ __all__ = [
     "Choice",
     "ChunkChoice",
     "CompletionTokensDetails",
+    "CustomCall",
     "Delta",
     "FunctionCall",
     "PromptTokensDetails",
@@ -47,13 +48,20 @@ class FunctionCall(Answer):
     arguments: str
 
 
+class CustomCall(Answer):
+    name: str
+    input: str
+
+
 class ToolCallObject(Answer, kw_only=True):
-    """A tool call; in a chunk it carries its ``index`` among the stream's calls."""
+    """A tool call; in a chunk it carries its ``index`` among the stream's calls. A custom tool's call
+    is ``type: "custom"`` with ``custom`` (its name and input) instead of ``function``."""
 
     index: int | UnsetType = UNSET
     id: str
-    type: Literal["function"] = "function"
-    function: FunctionCall
+    type: Literal["function", "custom"] = "function"
+    function: FunctionCall | UnsetType = UNSET
+    custom: CustomCall | UnsetType = UNSET
 
 
 class AssistantMessage(Answer, kw_only=True):

@@ -32,6 +32,9 @@ from .wire import (
     CompactionItem,
     ContentPartAdded,
     ContentPartDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
+    CustomToolCallItem,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     FunctionCallItem,
@@ -241,7 +244,27 @@ class OutputBuilder:
             events.append(OutputTextDelta(sequence_number=self._seq(), item_id=item_id, output_index=index, delta=text))
         return events
 
+    def _custom_call(self, call: ToolCall) -> list[Tagged]:
+        """A custom tool's call: ``custom_tool_call`` with its input streamed (whole) and done."""
+        events = self._close()
+        item = CustomToolCallItem(
+            id=new_item_id("custom_tool_call"), name=call.name, call_id=call.id, namespace=call.namespace or UNSET
+        )
+        index, added = self._added(item)
+        events.append(added)
+        seq = self._seq
+        events.append(
+            CustomToolCallInputDelta(sequence_number=seq(), item_id=item.id, output_index=index, delta=call.arguments)
+        )
+        events.append(
+            CustomToolCallInputDone(sequence_number=seq(), item_id=item.id, output_index=index, input=call.arguments)
+        )
+        events.append(self._done(index, msgspec.structs.replace(item, input=call.arguments, status="completed")))
+        return events
+
     def _call(self, call: ToolCall) -> list[Tagged]:
+        if call.type == "custom":
+            return self._custom_call(call)
         events = self._close()
         item = FunctionCallItem(
             id=new_item_id("function_call"), name=call.name, call_id=call.id, namespace=call.namespace or UNSET
@@ -300,7 +323,7 @@ class OutputBuilder:
     def _answers(item: OutputItem) -> bool:
         """An item that answers: a message, or a call the client runs (a client's tool search too)."""
         client_search = isinstance(item, ToolSearchCallItem) and item.execution == "client"
-        return isinstance(item, (MessageItem, FunctionCallItem)) or client_search
+        return isinstance(item, (MessageItem, FunctionCallItem, CustomToolCallItem)) or client_search
 
     def whole(self, item: OutputItem) -> list[Tagged]:
         """An item that comes whole (a compaction item): ``output_item.added`` and ``.done`` at once."""

@@ -19,6 +19,8 @@ from .wire import InputText, SummaryText
 __all__ = [
     "ContentPart",
     "InputCompactionItem",
+    "InputCustomToolCallItem",
+    "InputCustomToolCallOutputItem",
     "InputFunctionCallItem",
     "InputFunctionCallOutputItem",
     "InputItem",
@@ -86,6 +88,26 @@ class InputFunctionCallOutputItem(Tagged, tag="function_call_output", kw_only=Tr
     status: str | UnsetType | None = UNSET
 
 
+class InputCustomToolCallItem(Tagged, tag="custom_tool_call", kw_only=True):
+    """A custom (freeform) tool's call sent back: its ``input`` is the text the model wrote (issue 38)."""
+
+    id: str
+    call_id: str
+    name: str
+    input: str
+    namespace: str | UnsetType | None = UNSET
+    status: str | UnsetType | None = UNSET
+
+
+class InputCustomToolCallOutputItem(Tagged, tag="custom_tool_call_output", kw_only=True):
+    """What a custom tool's call gave back."""
+
+    id: str
+    call_id: str
+    output: str | list[ContentPart]
+    status: str | UnsetType | None = UNSET
+
+
 class InputReasoningItem(Tagged, tag="reasoning", kw_only=True):
     """A replayed thought: its ``summary`` parts, else its ``reasoning_text`` ``content``."""
 
@@ -132,6 +154,8 @@ InputItem = (
     | InputCompactionItem
     | InputToolSearchCallItem
     | InputToolSearchOutputItem
+    | InputCustomToolCallItem
+    | InputCustomToolCallOutputItem
 )
 
 

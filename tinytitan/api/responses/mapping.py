@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
+from tinytitan.api.shapes import custom_format, format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.passes.payload import decode_payload, summary_preamble
@@ -30,6 +30,8 @@ from tinytitan.engine.request import (
 
 from .items import (
     ContentPart,
+    InputCustomToolCallItem,
+    InputCustomToolCallOutputItem,
     InputFunctionCallItem,
     InputFunctionCallOutputItem,
     InputItem,
@@ -78,6 +80,8 @@ _ID_PREFIX = {
     "compaction": "cmp",
     "tool_search_call": "tsc",
     "tool_search_output": "tso",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
 }
 
 Resolver = Callable[[str], InputItem | None]
@@ -119,6 +123,8 @@ def _kind(item: dict[str, Any], where: str) -> str:
         return "function_call_output"
     if "name" in item and "arguments" in item:
         return "function_call"
+    if "name" in item and "input" in item and "call_id" in item:
+        return "custom_tool_call"
     raise InvalidRequest("an input item needs a type", param=f"{where}.type", code="invalid_value")
 
 
@@ -224,6 +230,14 @@ def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputIte
         check_call_item(item, where)
     elif kind == "tool_search_output":
         check_output_item(item, where)
+    elif kind == "custom_tool_call":
+        if not isinstance(item.get("input"), str):
+            raise InvalidRequest("a custom tool call's input must be a string", param=f"{where}.input")
+        _string(item, "call_id", where)
+        _string(item, "name", where)
+    elif kind == "custom_tool_call_output":
+        _check_content(item.get("output"), f"{where}.output")
+        _string(item, "call_id", where)
     elif kind == "compaction_trigger":  # the last item asks for a compaction turn; elsewhere it means nothing
         raise InvalidRequest("a compaction_trigger item must be the last input item", param=f"{where}.type")
     elif kind not in ("reasoning", "compaction"):
@@ -247,7 +261,11 @@ def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
         namespace = item.namespace if isinstance(item.namespace, str) else None
         source = Source(where, {"id": "call_id"})
         _add_call(mapped, ToolCall(item.call_id, item.name, item.arguments, namespace, source), where)
-    elif isinstance(item, InputFunctionCallOutputItem):
+    elif isinstance(item, InputCustomToolCallItem):
+        namespace = item.namespace if isinstance(item.namespace, str) else None
+        source = Source(where, {"id": "call_id", "arguments": "input"})
+        _add_call(mapped, ToolCall(item.call_id, item.name, item.input, namespace, source, type="custom"), where)
+    elif isinstance(item, InputFunctionCallOutputItem | InputCustomToolCallOutputItem):
         output = item.output if isinstance(item.output, str) else _text(item.output)
         source = Source(where, {"tool_call_id": "call_id"})
         mapped.messages.append(Message("tool", output, tool_call_id=item.call_id, source=source))
@@ -299,22 +317,39 @@ def map_items(items: Sequence[InputItem], *, param: str) -> MappedInput:
     return mapped
 
 
+def _custom(tool: dict[str, Any], where: str) -> Tool:
+    name, description = tool.get("name"), tool.get("description")
+    return Tool(
+        name=name if isinstance(name, str) else "",
+        description=description if isinstance(description, str) else "",
+        type="custom",
+        source=Source(where),
+        format=custom_format(tool.get("format"), param=f"{where}.format"),
+    )
+
+
 def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
-    """``function`` tools reach the model (``defer_loading`` ones once revealed); ``namespace`` tools are
-    flattened; ``tool_search`` is the search (``tool_search.py``); hosted types are left out."""
+    """``function`` tools (``defer_loading`` ones once revealed) and ``custom`` tools reach the model;
+    ``namespace`` tools are flattened; ``tool_search`` is the search (``tool_search.py``); hosted types
+    are left out."""
     out: list[Tool] = []
     for i, tool in enumerate(tools or ()):
         kind = tool.get("type", "function")
         if kind == "function":
             out.append(function_tool(tool, None, f"tools[{i}]"))
+        elif kind == "custom":
+            out.append(_custom(tool, f"tools[{i}]"))
         elif kind == "namespace":
             for j, inner in enumerate(tool.get("tools") or ()):
                 if isinstance(inner, dict) and inner.get("type", "function") == "function":
                     out.append(function_tool(inner, tool, f"tools[{i}].tools[{j}]"))
+                elif isinstance(inner, dict) and inner.get("type") == "custom":
+                    name = tool.get("name") if isinstance(tool.get("name"), str) else None
+                    out.append(replace(_custom(inner, f"tools[{i}].tools[{j}]"), namespace=name))
         elif kind == "tool_search":
             out.append(tool_search_tool(tool, f"tools[{i}]"))
         # web_search, file_search, code_interpreter, mcp, image_generation, computer use, shell,
-        # local_shell, custom: nothing here runs them; left out of the prompt, not refused
+        # local_shell: nothing here runs them; left out of the prompt, not refused
     return tuple(out)
 
 

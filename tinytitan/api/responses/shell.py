@@ -71,13 +71,16 @@ def _echoed_tools(tools: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tools the model had (the schema's "tools that were available to the model"): the function
     tools as sent — a namespace's functions among them, flattened as the prompt has them — with the
     fields the schema requires of one (``description``, ``parameters``, ``strict``; ``null`` when
-    unset). Hosted tools (web_search, …) never reach the model, so they are not listed."""
+    unset), and the custom tools as sent. Hosted tools (web_search, …) never reach the model, so they
+    are not listed."""
     out: list[dict[str, Any]] = []
     for tool in tools:
         kind = tool.get("type", "function")
         if kind == "function":
             out.append({"type": "function", **{k: tool.get(k) for k in _FUNCTION_FIELDS}, **tool})
             out[-1]["type"] = "function"
+        elif kind == "custom":
+            out.append(tool)
         elif kind == "namespace" and isinstance(tool.get("tools"), list):
             out += _echoed_tools(t for t in tool["tools"] if isinstance(t, dict))
     return out

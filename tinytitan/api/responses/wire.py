@@ -20,6 +20,9 @@ __all__ = [
     "CompactionItem",
     "ContentPartAdded",
     "ContentPartDone",
+    "CustomToolCallInputDelta",
+    "CustomToolCallInputDone",
+    "CustomToolCallItem",
     "Deleted",
     "FunctionCallArgumentsDelta",
     "FunctionCallArgumentsDone",
@@ -97,6 +100,17 @@ class FunctionCallItem(Tagged, tag="function_call", kw_only=True):
     namespace: str | UnsetType = UNSET
 
 
+class CustomToolCallItem(Tagged, tag="custom_tool_call", kw_only=True):
+    """A call of a custom (freeform) tool: ``input`` is the text the model wrote (issue 38)."""
+
+    id: str
+    status: str = "in_progress"
+    name: str
+    input: str = ""
+    call_id: str
+    namespace: str | UnsetType = UNSET
+
+
 class CompactionItem(Tagged, tag="compaction"):
     """The item that carries a compaction note (reference §11): a client sends it back as input."""
 
@@ -126,7 +140,15 @@ class ToolSearchOutputItem(Tagged, tag="tool_search_output", kw_only=True):
     tools: list[dict[str, Any]]
 
 
-OutputItem = ReasoningItem | MessageItem | FunctionCallItem | CompactionItem | ToolSearchCallItem | ToolSearchOutputItem
+OutputItem = (
+    ReasoningItem
+    | MessageItem
+    | FunctionCallItem
+    | CustomToolCallItem
+    | CompactionItem
+    | ToolSearchCallItem
+    | ToolSearchOutputItem
+)
 
 
 # -- the response object -----------------------------------------------------------------------
@@ -357,6 +379,18 @@ class FunctionCallArgumentsDone(_InItem, tag="response.function_call_arguments.d
     arguments: str
 
 
+class CustomToolCallInputDelta(_InItem, tag="response.custom_tool_call_input.delta", kw_only=True):
+    """A custom tool call's input (all of it: a call comes whole)."""
+
+    delta: str
+
+
+class CustomToolCallInputDone(_InItem, tag="response.custom_tool_call_input.done", kw_only=True):
+    """A custom tool call's input, finished."""
+
+    input: str
+
+
 class SocketError(Tagged, tag="error"):
     """A WebSocket error event: the OpenAI envelope's ``error`` with the HTTP status it stands for."""
 
@@ -379,6 +413,8 @@ STREAM_EVENTS: tuple[type, ...] = (
     ContentPartDone,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
     OutputItemDone,
     ResponseCompleted,
     ResponseIncomplete,

@@ -12,6 +12,8 @@ logits processors; this module adds what serving needs around them:
 
 - the prompt cache per row: a row starts from the longest cached prefix (memory or disk), and its
   KV state is stored back when it leaves;
+- the KV cache's form: with ``kv`` (``--kv-bits``) every row's cache is ``kv/cache.py``'s quantized
+  one, which batches like mlx-lm's ``BatchKVCache``;
 - per-row samplers — our ``sampling.Sampler``, each owning the request's own PRNG key, so a row
   draws from its own random stream whatever shares the batch — penalties and grammar masks, built
   from the row's own request; a processor that fails (a grammar the sampler left) fails its own row;
@@ -35,10 +37,11 @@ from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
-from tinytitan.engine.mlx_lm_adapter import TESTED, problems, set_prefill_step
+from tinytitan.engine.mlx_lm_adapter import TESTED, cache_problems, problems, set_prefill_step
 from tinytitan.engine.request import Sampling
 
 if TYPE_CHECKING:
+    from tinytitan.engine.kv.form import KvForm
     from tinytitan.engine.prompt_cache.memory import PromptCache
 
 __all__ = ["PREFILL_ALONE", "PREFILL_STEP", "MlxBatch"]
@@ -80,6 +83,7 @@ class MlxBatch(Batch):
         interruptible: bool = True,
         drafts: bool = False,
         draft_model: Any = None,
+        kv: KvForm | None = None,
     ) -> None:
         from mlx_lm.generate import BatchGenerator
 
@@ -112,7 +116,13 @@ class MlxBatch(Batch):
             )
         # what this mlx-lm lacks of the adapter's contract turns off what needs it (one line, once)
         lacking = problems(self.gen)
+        if kv is not None:
+            from tinytitan.engine.kv.cache import QuantizedBatchKVCache
+
+            if missing := cache_problems(QuantizedBatchKVCache):
+                lacking["a quantized KV cache"] = missing
         _say_lacking(lacking)
+        self.kv = kv if "a quantized KV cache" not in lacking else None  # every row's KV cache in this form
         self.sized_steps = "prefill chunks" not in lacking  # else every chunk is prefill_alone
         drafts = drafts and "drafts" not in lacking
         # prompt-lookup drafts, and the draft model's where given (speculative.py)
@@ -134,6 +144,10 @@ class MlxBatch(Batch):
             mask = self.mask_for(row)
             tokens = list(row.tokens)
             cache, reused = self.prompt_cache.fetch(tokens, self.identity)
+            if cache is None and self.kv is not None:
+                from tinytitan.engine.kv.cache import row_caches
+
+                cache = row_caches(self.model, self.kv)
             running = _Running(row, -1, cached=reused, todo=len(tokens) - reused, draftable=mask is None)
             processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
             if mask is not None:
@@ -282,6 +296,7 @@ class MlxBatch(Batch):
 
 
 _said: set[str] = set()
+_CONSEQUENCES = {"drafts": "serving without drafts", "a quantized KV cache": "the KV cache is kept in full precision"}
 
 
 def _say_lacking(lacking: dict[str, list[str]]) -> None:
@@ -291,7 +306,7 @@ def _say_lacking(lacking: dict[str, list[str]]) -> None:
     for feature, missing in lacking.items():
         if feature not in _said:
             _said.add(feature)
-            consequence = "serving without drafts" if feature == "drafts" else "every prefill chunk is one size"
+            consequence = _CONSEQUENCES.get(feature, "every prefill chunk is one size")
             log.warning(
                 "mlx-lm %s lacks %s (checked against %s): %s",
                 getattr(mlx_lm, "__version__", "?"),

@@ -15,14 +15,22 @@ In the key/value syntaxes a string argument is raw text (what the family's parse
 and any other argument is JSON; properties come in schema order, required ones always. A schema the
 syntax cannot promise (a string ``pattern`` written raw, nested objects in Gemma's notation) raises
 ``ValueError`` naming it.
+
+A custom (freeform) tool (issue 38) is called with one string argument, ``input``, whatever the
+syntax: its ``FreeformInput`` spec gives the regular expression the input matches whole — as a JSON
+string's ``pattern`` where the syntax writes JSON (llguidance quotes it), as the raw text itself where
+it writes raw values (ended lazily at a plain-text terminator, or at a special token). ``call_head``
+is the text a call of a tool starts with, up to where its name is known.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from tinytitan.engine.grammar.freeform import lark_regex_terminal
 from tinytitan.engine.grammar.schema import (
     DEFAULT_TOOL_SCHEMA,
     JSON_OPTIONS,
@@ -32,12 +40,32 @@ from tinytitan.engine.grammar.schema import (
     rebase_refs,
 )
 
-__all__ = ["FORCED_SYNTAXES", "answer_prefix", "forced_call_grammar"]
+__all__ = [
+    "ANY_TEXT",
+    "FORCED_SYNTAXES",
+    "INPUT",
+    "FreeformInput",
+    "answer_prefix",
+    "call_head",
+    "forced_call_grammar",
+]
 
 Marker = Callable[[str], str]  # marker text -> Lark expression (a special token or a literal)
-ToolSpec = tuple[str, dict[str, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FreeformInput:
+    """A custom tool's input: ``regex`` matches it whole (``ANY_TEXT``: a ``text`` format)."""
+
+    regex: str
+
+
+ANY_TEXT = "(?s:.*)"
+INPUT = "input"  # the one argument a custom tool's call carries its input in
+ToolSpec = tuple[str, dict[str, Any] | FreeformInput | None]
 
 _RAW_STRING_KEYS = {"type", "enum", "minLength", "maxLength"}
+_REGEX = "x-regex"  # a freeform input's own regex, beside its JSON ``pattern`` (llguidance ignores x- keys)
 
 
 def answer_prefix(syntax: str | None, marker: Marker) -> str | None:
@@ -51,7 +79,10 @@ def _json(schema: Any) -> str:
     return f"%json {json.dumps({**schema, 'x-guidance': JSON_OPTIONS}) if isinstance(schema, dict) else '{}'}"
 
 
-def _args_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
+def _args_schema(parameters: dict[str, Any] | FreeformInput | None) -> dict[str, Any]:
+    if isinstance(parameters, FreeformInput):
+        text = {"type": "string", "pattern": f"^(?:{parameters.regex})$", _REGEX: parameters.regex}
+        return {"type": "object", "properties": {INPUT: text}, "required": [INPUT], "additionalProperties": False}
     schema = clean_schema(parameters or DEFAULT_TOOL_SCHEMA)
     return schema if isinstance(schema, dict) else dict(DEFAULT_TOOL_SCHEMA)
 
@@ -73,6 +104,12 @@ class _Rules:
 
 def _raw_string(rules: _Rules, name: str, schema: dict[str, Any], end: str, where: str) -> str:
     """A raw-text value and the terminator after it (``end``: a Lark expression)."""
+    if _REGEX in schema:  # a freeform input: its own regex, ended lazily (or at a special token)
+        body = lark_regex_terminal(schema[_REGEX])
+        if end.startswith("<["):
+            return f"{rules.add(name, body)} {end}"
+        rules.add(f"{name}[suffix={end}]", body)
+        return name
     extra = set(schema) - _RAW_STRING_KEYS
     if extra:
         raise ValueError(f"{where}: '{sorted(extra)[0]}' cannot be promised for a raw-text argument")
@@ -215,6 +252,23 @@ def _gemma4(rules: _Rules, rule: str, name: str, schema: dict[str, Any], marker:
         body.append(f"({item})" if key in needed else f"({item})?")
     head = marker("<|tool_call>") + " " + lark_literal("call:" + name + "{")
     return rules.add(rule, f'{head} {" ".join(body)} "}}" {marker("<tool_call|>")}')
+
+
+def call_head(syntax: str, name: str, *, newlines: bool = False) -> str:
+    """The text a call of ``name`` starts with in ``syntax`` (markers as their text), through the
+    character that ends the name — what the forced-call grammar of ``name`` writes first."""
+    heads = {
+        "json_tools": f'<tool_call>\n{{"name": {json.dumps(name)}',
+        "qwen3_coder": f"<tool_call>\n<function={name}>",
+        "glm47": f"<tool_call>{name}" + ("\n" if newlines else "<arg_key>"),
+        "mistral": f"[TOOL_CALLS]{name}[ARGS]",
+        "kimi_k2": f"<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>",
+        "gemma4": f"<|tool_call>call:{name}{{",
+        "harmony": f"<|channel|>commentary to=functions.{name} ",
+    }
+    if syntax not in heads:
+        raise ValueError(f"calls in the '{syntax}' syntax cannot be forced")
+    return heads[syntax]
 
 
 _BUILDERS: dict[str, Callable[..., str]] = {

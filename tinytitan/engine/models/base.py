@@ -10,11 +10,12 @@ backend's ``Decoder`` and feeds it through the shared ``OutputParser`` with the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.errors import Unsupported
+from tinytitan.engine.kv.form import KvForm
 from tinytitan.engine.output.parser import (
     QWEN_MARKERS,
     EventParser,
@@ -75,6 +76,18 @@ class TextDecoder(Decoder):
 
 class Backend(ABC):
     has_tokenizer: bool = True  # False: count_tokens answers 501 (generation is unaffected)
+    kv: KvForm | None = None  # the KV cache's quantized form (--kv-bits); None: full precision
+
+    def kv_token_bytes(self) -> int:
+        """Bytes one token of context takes in this model's KV cache, every layer (0: none, or unknown)."""
+        return 0
+
+    def kv_cached_bytes(self) -> int:
+        """Bytes of KV snapshots this model's prompt cache holds in memory."""
+        return 0
+
+    def bound_kv_cache(self, room: Callable[[int], int]) -> None:  # noqa: B027 - optional hook
+        """From now on the prompt cache holds at most ``room(what it holds)`` bytes (the KV memory budget)."""
 
     @property
     def markers(self) -> Markers:

@@ -78,6 +78,7 @@ class CatalogEntry:
             "default_reasoning": self.info.default_reasoning,
             "tool_call_family": self.about.tool_call_family,
             "tool_calls": self.info.tool_calls,
+            "freeform_tools": self.info.freeform_grammars,
             "sampling_defaults": {k: {"value": v, "from": f} for k, (v, f) in applied_defaults(self.info).items()},
             "format": self.format,
             "origin": self.origin,

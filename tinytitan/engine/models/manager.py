@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.device.worker import Switch
+from tinytitan.engine.kv.form import KvForm
 from tinytitan.engine.models.base import Backend
 from tinytitan.engine.models.catalog import Catalog, CatalogEntry
 from tinytitan.engine.request import ModelInfo
@@ -55,6 +56,8 @@ class ModelManager:
         self._preferred = preferred if preferred in slots else None
         self._lock = threading.Lock()
         self.worker: DeviceWorker | None = None  # the engine's device worker, which makes models resident
+        self.kv: KvForm | None = None  # the KV form asked for (--kv-bits): what a model not built yet will get
+        self.on_build: Callable[[Backend], None] = lambda _backend: None  # told of each backend once built
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -132,7 +135,9 @@ class ModelManager:
         if slot.backend is None:
             with self._lock:
                 if slot.backend is None:
-                    slot.backend = slot.build()
+                    built = slot.build()
+                    self.on_build(built)
+                    slot.backend = built
         return slot.backend
 
     def peek(self, model_id: str) -> Backend | None:
@@ -155,9 +160,12 @@ class ModelManager:
                 "reasoning_levels": list(info.reasoning_levels),
                 "default_reasoning": info.default_reasoning,
                 "tool_calls": info.tool_calls,
+                "freeform_tools": info.freeform_grammars,
                 **_described(slot.backend),
             }
         facts["id"] = model_id
+        kv = slot.backend.kv if slot.backend is not None else self.kv
+        facts["kv_cache"] = kv.as_json() if kv is not None else {"kv_bits": None}
         if slot.device is not None:
             facts["device"] = slot.device
         facts["resident"] = self.resident == model_id

@@ -20,8 +20,9 @@ from typing import Any
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.models.base import Backend, Prompt
+from tinytitan.engine.models.stub_checks import check_reply
 from tinytitan.engine.readiness import progress
-from tinytitan.engine.request import ModelInfo, ValidatedRequest
+from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
 from tinytitan.engine.request.sampling import KNOBS
 from tinytitan.jsonfile import read_json
 
@@ -120,9 +121,14 @@ def raw_reply(reply: dict[str, Any], *, thinking: bool, request: ValidatedReques
     if "search" in reply and request is not None:
         calls.insert(0, search_call(str(reply["search"]), request))
     for call in calls:
-        body = json.dumps({"name": call["name"], "arguments": call.get("arguments", {})}, ensure_ascii=False)
+        body = json.dumps({"name": call["name"], "arguments": _arguments(call)}, ensure_ascii=False)
         out += f"\n<tool_call>\n{body}\n</tool_call>"
     return out
+
+
+def _arguments(call: dict[str, Any]) -> Any:
+    """A scripted call's arguments: a custom tool's ``input`` goes as its one string argument (issue 38)."""
+    return {"input": call["input"]} if "input" in call else call.get("arguments", {})
 
 
 @dataclass
@@ -157,8 +163,13 @@ class StubBackend(Backend):
             reasoning_levels=levels,
             default_reasoning=s.get("default_reasoning", "on" if "on" in levels else None),
             forced_tool_calls=bool(s.get("forced_tool_calls", False)),
+            freeform_grammars=bool(s.get("freeform_grammars", True)),  # it holds scripted inputs to them
             tool_calls=bool(s.get("tool_calls", True)),
         )
+
+    def kv_token_bytes(self) -> int:
+        """A script's ``kv_token_bytes``: what one token of context would take (KV memory budget tests)."""
+        return int(self.script.get("kv_token_bytes", 0))
 
     def count_text(self, text: str) -> int:
         if not self.has_tokenizer:
@@ -172,14 +183,15 @@ class StubBackend(Backend):
         lines: list[str] = []
         system = request.system or ""
         if request.tools:
-            tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in request.tools]
+            tools = [_tool_record(t) for t in request.tools]
             system += "\n\n<tools>\n" + "\n".join(json.dumps(t, sort_keys=True) for t in tools) + "\n</tools>"
         if system:
             lines.append(f"<|im_start|>system\n{system.strip()}<|im_end|>")
         for turn in request.turns:
             body = turn.text
             for call in turn.tool_calls:
-                body += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {call.arguments}}}\n</tool_call>'
+                args = json.dumps({"input": call.arguments}) if call.type == "custom" else call.arguments
+                body += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {args}}}\n</tool_call>'
             lines.append(f"<|im_start|>{turn.role}\n{body}<|im_end|>")
         think = "" if request.reasoning_level not in (None, "off") else "<think>\n\n</think>\n\n"
         lines.append(f"<|im_start|>assistant\n{think}")
@@ -204,14 +216,14 @@ class StubBackend(Backend):
                     {
                         "role": t.role,
                         "content": t.text,
-                        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls],
+                        "tool_calls": [
+                            {"id": c.id, "type": c.type, "name": c.name, "arguments": c.arguments} for c in t.tool_calls
+                        ],
                         "tool_call_id": t.tool_call_id,
                     }
                     for t in request.turns
                 ],
-                "tools": [
-                    {"name": t.name, "namespace": t.namespace, "parameters": t.parameters} for t in request.tools
-                ],
+                "tools": [_recorded_tool(t) for t in request.tools],
                 "deferred": [t.name for t in request.deferred],
                 "revealed": [t.name for t in request.revealed],
                 "tool_choice": request.tool_choice,
@@ -250,8 +262,7 @@ class StubBackend(Backend):
             self._record(row.request, row.prompt, row.max_new)
             cached = self._cached_prefix(list(row.tokens))
         reply = self._reply_for(request)
-        _check_format(reply, request)
-        _check_forced(reply, request)
+        check_reply(reply, request)
         tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off"), request=request))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
         first = time.monotonic() + float(reply.get("prefill_ms", 0)) / 1000 + delay  # a slow first token
@@ -332,60 +343,22 @@ class StubBatch(Batch):
         return outputs
 
 
-def _check_format(reply: dict[str, Any], request: ValidatedRequest) -> None:
-    """A scripted reply must obey a requested output format, so a bad script fails its test.
-
-    The real engine cannot emit anything else (the grammar masks it); the stub checks instead, with
-    ``jsonschema`` where it is installed (the test extra) and structurally otherwise.
-    """
-    fmt = request.output_format
-    if fmt is None or "raw" in reply:
-        return
-    text = str(reply.get("text", ""))
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        raise GenerationFailed(f"stub script reply is not JSON but {fmt.type} was requested: {text[:80]!r}") from None
-    if not isinstance(doc, dict):
-        raise GenerationFailed(f"stub script reply is not a JSON object but {fmt.type} was requested")
-    if fmt.schema is None:
-        return
-    try:
-        import jsonschema
-    except ImportError:
-        return
-    try:
-        jsonschema.validate(doc, fmt.schema)
-    except jsonschema.ValidationError as exc:
-        raise GenerationFailed(f"stub script reply breaks the requested schema: {exc.message}") from None
+def _custom_format(tool: Tool) -> dict[str, Any]:
+    fmt = tool.format
+    if fmt is None or fmt.type == "text":
+        return {"type": "text"}
+    return {"type": fmt.type, "syntax": fmt.syntax, "definition": fmt.definition}
 
 
-def _check_forced(reply: dict[str, Any], request: ValidatedRequest) -> None:
-    """A forced tool call (``required`` / a named function) must be in a scripted reply.
+def _tool_record(tool: Tool) -> dict[str, Any]:
+    """A tool as the stub's prompt shows it: a function's schema, or a custom tool's format."""
+    if tool.custom:
+        return {"name": tool.name, "description": tool.description, "type": "custom", "format": _custom_format(tool)}
+    return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
 
-    The real engine constrains generation to one call of an allowed tool whose arguments match its
-    schema; the stub checks its script instead, so a script that would break that promise fails.
-    """
-    if request.tool_choice not in ("required", "function") or "raw" in reply:
-        return
-    calls = reply.get("tool_calls") or []
-    if not calls:
-        raise GenerationFailed(f"stub script reply has no tool call but tool_choice '{request.tool_choice}' forces one")
-    schemas = {t.name: t.parameters for t in request.tools}
-    for call in calls:
-        name = call.get("name")
-        if request.forced_tool is not None and name != request.forced_tool:
-            raise GenerationFailed(f"stub script reply calls '{name}' but tool_choice forces '{request.forced_tool}'")
-        if name not in schemas:
-            raise GenerationFailed(f"stub script reply calls '{name}', which is not among the request's tools")
-        schema = schemas[name]
-        if schema is None:
-            continue
-        try:
-            import jsonschema
-        except ImportError:
-            return
-        try:
-            jsonschema.validate(call.get("arguments", {}), schema)
-        except jsonschema.ValidationError as exc:
-            raise GenerationFailed(f"stub script call '{name}' breaks its tool's schema: {exc.message}") from None
+
+def _recorded_tool(tool: Tool) -> dict[str, Any]:
+    """A tool as ``/_stub/requests`` records it."""
+    if tool.custom:
+        return {"name": tool.name, "namespace": tool.namespace, "type": "custom", "format": _custom_format(tool)}
+    return {"name": tool.name, "namespace": tool.namespace, "parameters": tool.parameters}

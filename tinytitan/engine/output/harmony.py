@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tinytitan.engine.events import ReasoningDelta, ToolCall
-from tinytitan.engine.output.parser import NO_OPTIONS, Markers, OutputParser, ParseOptions, new_call_id, partial_suffix
+from tinytitan.engine.events import ReasoningDelta
+from tinytitan.engine.output.parser import NO_OPTIONS, Markers, OutputParser, ParseOptions, make_call, partial_suffix
 
 __all__ = [
     "HARMONY_MARKERS",
@@ -119,6 +119,7 @@ class HarmonyParser:
         # stop strings and leading blanks (the channels are harmony's, never <think> markers)
         self.visible = OutputParser(ParseOptions(stop=options.stop), markers=_NO_MARKERS)
         self.namespaces = options.namespaces
+        self.options = options
         self.broken = False  # the model left the format: the rest is shown as text
         self.header = ""  # raw text of a message header not yet read to its content
         self.held = ""  # a piece's tail that may be the start of a harmony token
@@ -220,7 +221,8 @@ class HarmonyParser:
             args = json.loads(text) if text.strip() else {}
             if not isinstance(args, dict):
                 raise ValueError
+            call = make_call(name, args, self.options)
         except ValueError:
             return self.visible.feed(f"to={recipient} {text}", 0)
         self.tool_calls += 1
-        return [ToolCall(new_call_id(), name, json.dumps(args, ensure_ascii=False), self.namespaces.get(name))]
+        return [call]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
+from tinytitan.engine.grammar.calls import INPUT
 
 __all__ = [
     "EventParser",
@@ -28,6 +29,7 @@ __all__ = [
     "OutputParser",
     "ParseOptions",
     "json_tool_parser",
+    "make_call",
     "new_call_id",
     "partial_suffix",
 ]
@@ -245,12 +247,11 @@ class OutputParser:
                 raise ValueError("no call")
             if cut and self.markers.tool_end and any(self._lacks_required(c) for c in calls):
                 raise ValueError("a call cut short")
+            events = [make_call(name, json.loads(arguments), self.options) for name, arguments in calls]
         except (ValueError, KeyError, TypeError, SyntaxError):
             return self._visible(raw_prefix + body + raw_suffix)
-        self.tool_calls += len(calls)
-        return [
-            ToolCall(new_call_id(), name, arguments, self.options.namespaces.get(name)) for name, arguments in calls
-        ]
+        self.tool_calls += len(events)
+        return events
 
     def _lacks_required(self, call: tuple[str, str]) -> bool:
         name, arguments = call
@@ -259,6 +260,26 @@ class OutputParser:
             if getattr(tool, "name", None) == name and isinstance(schema, dict):
                 return bool(set(schema.get("required") or ()) - set(json.loads(arguments)))
         return False
+
+
+def make_call(name: str, args: dict[str, Any], options: ParseOptions) -> ToolCall:
+    """The event of one parsed call. A custom tool's call carries its input as the one string argument
+    ``input`` (how every family's syntax writes it, issue 38): that string is the call's input, and it
+    must be a sentence of the tool's grammar — else ``ValueError`` (the call is shown as text, as an
+    unreadable call is: the input a client receives always parses under the grammar it sent)."""
+    tool = next((t for t in options.tools or () if getattr(t, "name", None) == name), None)
+    if tool is None or getattr(tool, "type", "function") != "custom":
+        return ToolCall(new_call_id(), name, json.dumps(args, ensure_ascii=False), options.namespaces.get(name))
+    text = args.get(INPUT)
+    if set(args) != {INPUT} or not isinstance(text, str):
+        raise ValueError("a custom tool's call carries one string argument, 'input'")
+    compiled = getattr(getattr(tool, "format", None), "compiled", None)
+    if compiled is not None:
+        from tinytitan.engine.grammar.freeform import accepts
+
+        if not accepts(compiled.grammar, text):
+            raise ValueError(f"the input of the call of '{name}' does not parse under its grammar")
+    return ToolCall(new_call_id(), name, text, options.namespaces.get(name), type="custom")
 
 
 def _call(parsed: Any) -> tuple[str, str]:

@@ -70,6 +70,7 @@ __all__ = [
     "COMPRESS_ASK",
     "HANDOVER_ASK",
     "HANDOVER_INSTRUCTION",
+    "MODE_WORDS",
     "PAYLOAD_VERSION",
     "RETRY_ASK",
     "CompactionResult",
@@ -88,6 +89,19 @@ __all__ = [
 ]
 
 log = logging.getLogger("tinytitan.compaction")
+
+
+# each mode in plain words (the CLI's and the chat's summaries)
+MODE_WORDS = {
+    "model": "written by the model",
+    "compressed": "written by the model, then shortened by it",
+    "extractive": "cut from the conversation itself (the model's notes did not fit)",
+    "transcript": "written by the model from a trimmed transcript (the conversation no longer fit the window)",
+}
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,21 +331,21 @@ async def compact(
     model = engine.info_for(request.model).id
     first = worker.first_pass or Usage()
     log.info(
-        "compaction: mode %s, read as a %s, %d tokens (budget %d, %d passes); the first pass read %d tokens, "
+        "compaction: mode %s, read as a %s, %d tokens (budget %d, %s); the first pass read %d tokens, "
         "%d of them from the prompt cache",
         mode,
         read,
         tokens,
         budget,
-        worker.passes,
+        _plural(worker.passes, "pass"),
         first.prompt_tokens,
         first.cached_tokens,
     )
     written = worker.usage.completion_tokens
     discarded = f", {worker.discarded} discarded as loops" if worker.discarded else ""
     worker.progress(
-        f"compaction done: {mode}, a note of {tokens} tokens (budget {budget}); "
-        f"{worker.passes} pass{'es' if worker.passes > 1 else ''} wrote {written} tokens{discarded}"
+        f"compaction done: a note of {tokens} tokens (budget {budget}), {MODE_WORDS.get(mode, mode)}; "
+        f"{_plural(worker.passes, 'pass')} wrote {written} tokens{discarded}"
     )
     return CompactionResult(
         note,

@@ -12,8 +12,9 @@ blocks it added — a 2k-token system prompt is written once, not once per turn.
   block that fails is logged, deleted and ends the chain there, so nothing loads wrong.
 - **Save** (``save``): after a generation the engine hands over the snapshot; the blocks not yet on
   disk are written by a background thread (the device thread only takes zero-copy numpy views),
-  in order, each atomically, owner-only. Only plain ``KVCache`` layers in float32 / float16 /
-  bfloat16 are written; other cache kinds stay memory-only.
+  in order, each atomically, owner-only. Plain KV layers in float32 / float16 / bfloat16 are
+  written, and quantized ones (``--kv-bits``) as they are held — packed words, scales and biases, a
+  quarter or half the bytes at 4 or 8 bits (``layers.py``); other cache kinds stay memory-only.
 - **Eviction**: least recently used first, to the byte cap. A prefix is always "more recently used"
   than its own continuation (a hit on a long prefix touches every block of it), and evicting a
   block also evicts the blocks that continue it (they could never load again).
@@ -34,7 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,18 +44,22 @@ from tinytitan.engine.prompt_cache.file import (
     SUFFIX,
     VERSION,
     BadBlock,
+    Layer,
     drop_abandoned,
     read_block,
     read_header,
     write_block,
 )
+from tinytitan.engine.prompt_cache.layers import Layout, caches, views
+
+if TYPE_CHECKING:
+    from tinytitan.engine.kv.form import KvForm
 
 __all__ = ["BLOCK", "DiskTier", "chain"]
 
 log = logging.getLogger("tinytitan.prompt_cache")
 
 BLOCK = 256  # tokens per block file
-_MX_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 
 
 def chain(model: str, tokens: Sequence[int], blocks: int, size: int = BLOCK) -> tuple[str, list[str]]:
@@ -89,14 +94,15 @@ class _Write:
     names: list[str]
     tokens: tuple[int, ...]
     missing: list[int]
-    dtype: str
-    layers: list[tuple[np.ndarray, np.ndarray]]  # full-length views of each layer's keys / values
+    layout: Layout
+    layers: list[Layer]  # full-length views of each layer's tensors
     used: int
 
 
 class DiskTier:
-    def __init__(self, directory: str | Path, max_bytes: int, block: int = BLOCK) -> None:
+    def __init__(self, directory: str | Path, max_bytes: int, block: int = BLOCK, kv: KvForm | None = None) -> None:
         self.directory = Path(directory).expanduser()
+        self.kv = kv  # the model's KV form: the rows ``load`` builds are its rows
         self.max_bytes = max_bytes
         self.block = block
         self._index: dict[str, _Block] = {}
@@ -139,12 +145,8 @@ class DiskTier:
 
     def load(self, model: str, tokens: Sequence[int], n: int) -> tuple[list[Any] | None, int]:
         """KV caches holding the first ``n`` tokens (a multiple of the block), or fewer if a block fails."""
-        import mlx.core as mx
-        from mlx_lm.models.cache import KVCache
-
         root, names = chain(model, tokens, n // self.block, self.block)
-        parts: list[list[tuple[np.ndarray, np.ndarray]]] = []
-        dtype = ""
+        parts: list[tuple[Layout, list[Layer]]] = []
         for i, name in enumerate(names):
             expected = tuple(tokens[i * self.block : (i + 1) * self.block])
             try:
@@ -155,7 +157,8 @@ class DiskTier:
                     raise BadBlock("not part of this prefix")
                 if header.tokens != expected:
                     raise BadBlock("holds other tokens than its name says")
-                if parts and (len(layers) != len(parts[0]) or header.dtype != dtype):
+                layout = Layout(header.dtype, header.bits, header.group_size)
+                if parts and not _joins(parts, layout, layers):
                     raise BadBlock("its layers do not match the blocks before it")
             except FileNotFoundError:
                 self._forget(name)
@@ -164,33 +167,23 @@ class DiskTier:
                 log.warning("ignoring prompt-cache file %s: %s", self._path(name), exc)
                 self._remove(name)
                 break
-            dtype = header.dtype
-            parts.append(layers)
+            parts.append((layout, layers))
         if not parts:
             return None, 0
         self._touch(names[: len(parts)])
-        cache = []
-        for layer in range(len(parts[0])):  # joined by mlx: NumPy's join into fresh memory was 10× slower
-            k = mx.concatenate([mx.array(p[layer][0]) for p in parts], axis=2)
-            v = mx.concatenate([mx.array(p[layer][1]) for p in parts], axis=2)
-            c = KVCache()
-            c.keys, c.values = (k.view(mx.bfloat16), v.view(mx.bfloat16)) if dtype == "BF16" else (k, v)
-            c.offset = k.shape[2]
-            cache.append(c)
-        mx.eval([(c.keys, c.values) for c in cache])
-        return cache, len(parts) * self.block
+        return caches(parts, self.kv), len(parts) * self.block
 
     # -- save -------------------------------------------------------------------------------------
     def save(self, model: str, tokens: Sequence[int], cache: list[Any]) -> None:
         """Queue the blocks of ``cache`` (holding ``tokens``) that are not on disk yet."""
         with self._lock:  # CUDA frees MLX arrays only on the device thread: written jobs are let go here
             self._spent = []
-        views = _views(cache)
-        if views is None:
+        found = views(cache)
+        if found is None:
             return
-        dtype, layers = views
-        blocks = min(len(tokens), layers[0][0].shape[2]) // self.block
-        per_block = sum(k[:, :, : self.block].nbytes + v[:, :, : self.block].nbytes for k, v in layers)
+        layout, layers = found
+        blocks = min(len(tokens), layers[0]["k"].shape[2]) // self.block
+        per_block = sum(x[:, :, : self.block].nbytes for layer in layers for x in layer.values())
         if blocks == 0 or per_block > self.max_bytes:
             return
         self._ensure_scanned()
@@ -204,7 +197,7 @@ class DiskTier:
         self._touch([n for i, n in enumerate(names) if i not in absent], now)
         if not missing:
             return
-        job = _Write(model, root, names, tuple(tokens[: blocks * self.block]), missing, dtype, layers, now)
+        job = _Write(model, root, names, tuple(tokens[: blocks * self.block]), missing, layout, layers, now)
         self._start_writer()
         try:
             self._jobs.put_nowait(job)
@@ -260,8 +253,10 @@ class DiskTier:
                     parent=job.names[i - 1] if i else job.root,
                     index=i,
                     tokens=job.tokens[a:b],
-                    dtype=job.dtype,
-                    layers=[(k[:, :, a:b], v[:, :, a:b]) for k, v in job.layers],
+                    dtype=job.layout.dtype,
+                    layers=[{role: x[:, :, a:b] for role, x in layer.items()} for layer in job.layers],
+                    bits=job.layout.bits,
+                    group_size=job.layout.group_size,
                 )
             except OSError as exc:
                 self._write_errors += 1
@@ -380,21 +375,11 @@ class DiskTier:
         self._evict()
 
 
-def _views(cache: list[Any]) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]] | None:
-    """Zero-copy numpy views of each layer's keys / values (evaluated here, on the device thread)."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import KVCache
-
-    if not cache or any(type(c) is not KVCache or c.keys is None for c in cache):
-        return None
-    dtype = _MX_DTYPES.get(str(cache[0].keys.dtype).removeprefix("mlx.core."))
-    if dtype is None:
-        return None
-    arrays = []
-    for c in cache:
-        k, v = c.keys[..., : c.offset, :], c.values[..., : c.offset, :]
-        if dtype == "BF16":
-            k, v = k.view(mx.uint16), v.view(mx.uint16)
-        arrays.append((k, v))
-    mx.eval(arrays)
-    return dtype, [(np.asarray(k), np.asarray(v)) for k, v in arrays]
+def _joins(parts: list[tuple[Layout, list[Layer]]], layout: Layout, layers: list[Layer]) -> bool:
+    """Whether a block continues the ones before it: as many layers, the same float dtype, and one
+    quantization among the quantized blocks (a full-precision block may sit among quantized ones)."""
+    first, before = parts[0]
+    if len(layers) != len(before) or layout.dtype != first.dtype:
+        return False
+    quantized = {(p.bits, p.group_size) for p, _ in parts if p.bits is not None}
+    return layout.bits is None or not quantized or quantized == {(layout.bits, layout.group_size)}

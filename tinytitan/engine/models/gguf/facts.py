@@ -49,6 +49,7 @@ def gguf_facts(path: Path, model_id: str, max_context: int | None = None) -> tup
             defaults=defaults,
             defaults_from=defaults_from,
             forced_tool_calls=family in FORCEABLE,
+            freeform_grammars=family in FORCEABLE,
             tool_calls=family is not None,
         )
         sizes: Counter[str] = Counter()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
@@ -26,12 +26,13 @@ from tinytitan.engine.device import thread as device_thread
 from tinytitan.engine.device.mlx_batch import PREFILL_STEP, MlxBatch
 from tinytitan.engine.device.placement import DTYPES, compute_dtype
 from tinytitan.engine.errors import InvalidRequest, ShuttingDown
+from tinytitan.engine.kv.form import KvForm, served_form, token_bytes
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
-from tinytitan.engine.models.mlx.syntax import HARMONY, wrap_parser
+from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
 from tinytitan.engine.models.mlx.template import (
     ends_in_open_thought,
     template_messages,
@@ -68,6 +69,7 @@ class MlxBackend(Backend):
         draft_model: str | None = None,
         device: str | None = None,
         distributed: Distributed | None = None,
+        kv: KvForm | None = None,
     ) -> None:
         if dtype not in DTYPES:
             choices = ", ".join(DTYPES)
@@ -86,7 +88,8 @@ class MlxBackend(Backend):
             )
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
-        disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20) if prompt_cache_dir else None
+        self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
+        disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
         self.distributed = distributed  # serving as one rank of an mlx.distributed group (issue #19)
@@ -102,7 +105,9 @@ class MlxBackend(Backend):
         self._harmony: Any = None
         self.last_mask: Any = None  # the grammar mask of the latest constrained generation (benchmarks)
         # a smaller model of the same tokenizer drafting where the lookup has none (--draft-model)
-        self.draft_source = _draft_source(draft_model, self) if draft_model and drafts else None
+        self.draft_source = None
+        if draft_model and drafts:
+            self.draft_source = loading.draft_source(draft_model, self.tokenizer.get_vocab(), self._info.id)
         self._draft: Any = None
 
     # -- facts ------------------------------------------------------------------------------------
@@ -128,8 +133,20 @@ class MlxBackend(Backend):
         """The model identity prompt-cache snapshots are keyed by (``loading.model_identity``)."""
         if self._identity is None:
             shard = self.distributed.shard_name if self.distributed is not None else None
-            self._identity = loading.model_identity(self.source.path, self.dtype, self.device, shard)
+            identity = loading.model_identity(self.source.path, self.dtype, self.device, shard)
+            self._identity = identity if self.kv is None else f"{identity}-{self.kv.tag}"  # one KV form per key
         return self._identity
+
+    def kv_cached_bytes(self) -> int:
+        return self.prompt_cache.nbytes
+
+    def bound_kv_cache(self, room: Callable[[int], int]) -> None:
+        self.prompt_cache.room = room
+
+    def kv_token_bytes(self) -> int:
+        """Bytes one token of context takes in this model's KV cache, every layer, in its form (0: unknown)."""
+        dtype = compute_dtype(self.dtype, self.device) or str(self.config.get("torch_dtype") or "bfloat16")
+        return token_bytes(self.config, dtype, self.kv) or 0
 
     @property
     def tokenizer(self) -> Any:
@@ -169,8 +186,9 @@ class MlxBackend(Backend):
             return json_tool_parser
 
         def parse_call(text: str, tools: Any) -> Any:
-            openai_tools = template_tools(tuple(t for t in tools or () if isinstance(t, Tool))) or None
-            return parse(text, openai_tools)  # one call or a list (a section may hold several)
+            ours = tuple(t for t in tools or () if isinstance(t, Tool))
+            parsed = parse(text, template_tools(ours) or None)  # one call or a list (a section may hold several)
+            return raw_inputs(self.syntax, text, parsed, {t.name for t in ours if t.custom})
 
         return parse_call
 
@@ -329,8 +347,10 @@ class MlxBackend(Backend):
             counted=self._count,
             drafts=self.drafts,
             draft_model=self._draft,
+            kv=self.kv,
         )
         self.drafts = self.batch.speculator is not None  # off where this mlx-lm lacks what drafts need
+        self.kv = self.batch.kv  # … and full precision where it lacks what the quantized cache needs
         return self.batch
 
     def _count(self, n: int) -> None:
@@ -344,18 +364,14 @@ class MlxBackend(Backend):
         return _Detokenizer(self.tokenizer.detokenizer)
 
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
-        """The llguidance mask for structured output or a forced tool call; None for free text."""
-        if request.output_format is None and request.tool_choice not in ("required", "function"):
-            return None
-        from tinytitan.engine.grammar.mask import GrammarMask
-        from tinytitan.engine.models.grammar import grammar_for
+        """The llguidance mask this generation needs (``models.grammar.mask_for``); None for free text."""
+        free = request.output_format is None and request.tool_choice not in ("required", "function")
+        if free and not any(t.custom for t in request.tools):
+            return None  # the common case: nothing to mask, nothing to import
+        from tinytitan.engine.models.grammar import mask_for
 
-        tw = self.tokenizer
         newlines = "{function-name}\n<arg_key>" in self.template  # GLM-4.5 / 4.6 put each pair on a line
-        grammar = grammar_for(request, prompt, self.lltokenizer, tw, syntax=self.syntax, newlines=newlines)
-        if grammar is None:
-            return None
-        return GrammarMask(self.lltokenizer, grammar, tw.eos_token_ids)
+        return mask_for(request, prompt, self.lltokenizer, self.tokenizer, syntax=self.syntax, newlines=newlines)
 
     def close(self) -> None:
         """Let the disk tier finish writing (server shutdown, after the device worker stopped)."""
@@ -381,18 +397,3 @@ class _Detokenizer(Decoder):
     def finish(self) -> str:
         self._detokenizer.finalize()
         return str(self._detokenizer.last_segment)
-
-
-def _draft_source(name: str, served: MlxBackend) -> ModelSource:
-    """The ``--draft-model``, refused unless its tokenizer is the served model's (the same ids)."""
-    try:
-        source = resolve_model(name)
-    except ModelUnavailable as exc:
-        raise ModelUnavailable(f"--draft-model {name}: {exc.message.replace('--model ', '', 1)}") from None
-    mine = served.tokenizer.get_vocab()
-    if loading.load_tokenizer(source.path).get_vocab() != mine:
-        raise ModelUnavailable(
-            f"--draft-model {name}: its tokenizer is not {served.info.id}'s, so its tokens would mean other "
-            "text; give a model of the same family (same tokenizer), or leave --draft-model out"
-        )
-    return source

@@ -80,6 +80,7 @@ def read_facts(path: Path, model_id: str, max_context: int | None = None) -> Fac
         reasoning_levels=levels.levels,
         default_reasoning=levels.default,
         forced_tool_calls=syntax in FORCEABLE,
+        freeform_grammars=syntax in FORCEABLE,  # a custom tool's input grammar sits in a call grammar
         tool_calls=syntax is not None,
     )
     return Facts(path, config, template, syntax, info)

@@ -18,6 +18,7 @@ from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.readiness import progress
 
 __all__ = [
+    "draft_source",
     "load_tokenizer",
     "load_weights",
     "model_identity",
@@ -117,3 +118,20 @@ def model_identity(path: Path, dtype_setting: str, device: str | None = None, sh
     if shard is not None:
         facts["shard"] = shard
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def draft_source(name: str, vocab: dict[str, int], served: str) -> Any:
+    """The ``--draft-model``'s ``ModelSource``, refused unless its tokenizer's vocabulary is ``vocab``,
+    the served model's (the same ids)."""
+    from tinytitan.engine.models.mlx.resolve import resolve_model
+
+    try:
+        source = resolve_model(name)
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(f"--draft-model {name}: {exc.message.replace('--model ', '', 1)}") from None
+    if load_tokenizer(source.path).get_vocab() != vocab:
+        raise ModelUnavailable(
+            f"--draft-model {name}: its tokenizer is not {served}'s, so its tokens would mean other "
+            "text; give a model of the same family (same tokenizer), or leave --draft-model out"
+        )
+    return source

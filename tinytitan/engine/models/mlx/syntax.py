@@ -21,7 +21,7 @@ from tinytitan.engine.mlx_lm_adapter import infer_tool_parser
 from tinytitan.engine.models.files import read_json
 from tinytitan.engine.output.harmony import is_harmony
 
-__all__ = ["FORCEABLE", "HARMONY", "tool_syntax", "wrap_parser"]
+__all__ = ["FORCEABLE", "HARMONY", "raw_inputs", "tool_syntax", "wrap_parser"]
 
 log = logging.getLogger("tinytitan.mlx")
 
@@ -52,3 +52,28 @@ def wrap_parser(syntax: str | None, parse: Any) -> Any:
         return parse(call_id.sub("", text), tools)
 
     return mistral
+
+
+# where a key/value syntax writes a custom tool's input (issue 38) exactly as its template renders it:
+# mlx-lm's parsers strip GLM's values and read Qwen3-Coder's "null" as None, which a freeform input
+# must survive (a patch that ends with a newline, code that says null)
+_RAW_INPUT = {
+    "qwen3_coder": r"<parameter=input>\n(.*?)\n</parameter>\n",
+    "glm47": r"<arg_key>input</arg_key>\s*<arg_value>(.*?)</arg_value>",
+}
+
+
+def raw_inputs(syntax: str | None, text: str, parsed: Any, custom: set[str]) -> Any:
+    """``parsed`` (a call or a list) with each custom tool's ``input`` read again from ``text`` as
+    written, where this syntax's parser would change it."""
+    import re
+
+    pattern = _RAW_INPUT.get(syntax or "")
+    if pattern is None or not custom:
+        return parsed
+    calls = parsed if isinstance(parsed, list) else [parsed]
+    found = [m.group(1) for m in re.finditer(pattern, text, re.DOTALL)]
+    for call in calls:
+        if isinstance(call, dict) and call.get("name") in custom and len(calls) == len(found) == 1:
+            call["arguments"] = {**(call.get("arguments") or {}), "input": found[0]}
+    return parsed

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinytitan.engine.grammar.calls import INPUT
 from tinytitan.engine.models.files import ModelUnavailable, read_json
-from tinytitan.engine.request import Tool, ValidatedRequest
+from tinytitan.engine.request import Tool, ToolCall, ValidatedRequest
 from tinytitan.engine.request.reasoning import LADDER
 
 __all__ = [
@@ -125,8 +126,24 @@ def thinking_kwargs(level: str | None, levels: tuple[str, ...]) -> dict[str, Any
     return {"enable_thinking": True, "reasoning_effort": level}
 
 
+def _input_schema(tool: Tool) -> dict[str, Any]:
+    """A custom tool as a template sees it (issue 38): one string argument, ``input`` — its grammar
+    said in the argument's description, so a model knows what to write."""
+    fmt = tool.format
+    if fmt is not None and fmt.type == "grammar":
+        said = f"The tool's whole input, as raw text in this {fmt.syntax} grammar:\n{fmt.definition}"
+    else:
+        said = "The tool's whole input, as raw text."
+    text = {"type": "string", "description": said}
+    return {"type": "object", "properties": {INPUT: text}, "required": [INPUT]}
+
+
+def _parameters(tool: Tool) -> dict[str, Any]:
+    return tool.parameters if tool.parameters is not None else _EMPTY_SCHEMA
+
+
 def template_tools(tools: tuple[Tool, ...]) -> list[dict[str, Any]] | None:
-    """Tools in the OpenAI function-tool shape templates expect."""
+    """Tools in the OpenAI function-tool shape templates expect (a custom tool: ``_input_schema``)."""
     if not tools:
         return None
     return [
@@ -135,14 +152,17 @@ def template_tools(tools: tuple[Tool, ...]) -> list[dict[str, Any]] | None:
             "function": {
                 "name": t.name,
                 "description": t.description or "",
-                "parameters": t.parameters if t.parameters is not None else _EMPTY_SCHEMA,
+                "parameters": _input_schema(t) if t.custom else _parameters(t),
             },
         }
         for t in tools
     ]
 
 
-def _arguments(text: str) -> Any:
+def _arguments(call: ToolCall) -> Any:
+    if call.type == "custom":
+        return {INPUT: call.arguments}  # a custom tool's input: its one string argument
+    text = call.arguments
     try:
         return json.loads(text) if text.strip() else {}
     except ValueError:
@@ -178,7 +198,7 @@ def template_messages(request: ValidatedRequest, template: str = "") -> list[dic
                 {
                     "id": call_id(c.id),
                     "type": "function",
-                    "function": {"name": c.name, "arguments": _arguments(c.arguments)},
+                    "function": {"name": c.name, "arguments": _arguments(c)},
                 }
                 for c in turn.tool_calls
             ]
