@@ -28,6 +28,7 @@ def test_claude_gets_model_url_key_window_and_cap_by_environment_and_settings(tm
     assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in env  # Claude Code raises anything below 100k to that
     assert env["KEEP"] == "1"
     assert env["ANTHROPIC_CUSTOM_HEADERS"] == "x-tinytitan-loop-guard: on"  # the cap handed over is for planning
+    assert env["ENABLE_TOOL_SEARCH"] == "true"  # the server runs tool search for a model that calls tools
     # the same variables in the --settings file (a user's settings.json `env` would override the process's)
     written = json.loads(settings.read_text(encoding="utf-8"))
     assert written == {"model": "m", "env": {k: v for k, v in env.items() if k not in user}}
@@ -51,6 +52,9 @@ def test_codex_gets_provider_window_and_compaction_limit_by_flags(tmp_path: Path
     assert overrides["model_auto_compact_token_limit"] == str(compact_limit(SMALL)) == "24576"
     assert overrides["model_catalog_json"] == json.dumps(str(tmp_path / "ch" / "tinytitan-models.json"))
     assert 'http_headers={"x-tinytitan-loop-guard"="on"}' in overrides["model_providers.tinytitan"]
+    # the WebSocket transport, and in-band compaction (Codex runs it for a provider named "OpenAI")
+    assert "supports_websockets=true" in overrides["model_providers.tinytitan"]
+    assert 'name="OpenAI"' in overrides["model_providers.tinytitan"]
     assert wiring.env[KEY_VARIABLE] == "secret"
 
 
@@ -112,3 +116,10 @@ def test_codex_code_mode_needs_a_model_that_takes_freeform_tools(tmp_path: Path)
     (entry,) = json.loads((tmp_path / "ch" / "tinytitan-models.json").read_text(encoding="utf-8"))["models"]
     assert entry["tool_mode"] == "code_mode_only" and entry["apply_patch_tool_type"] == "freeform"
     assert AGENTS["codex"].choices == {"code_mode"} and not AGENTS["claude"].choices
+
+
+def test_claude_searches_tools_only_with_a_model_that_calls_them(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    no_tools = replace(SMALL, tool_calls=False)
+    assert "ENABLE_TOOL_SEARCH" not in AGENTS["claude"].wire("claude", no_tools, {"HOME": str(tmp_path)}, []).env

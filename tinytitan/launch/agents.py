@@ -33,6 +33,7 @@ from tinytitan.launch.server import LaunchError, Served
 __all__ = ["AGENTS", "KEY_VARIABLE", "LOOP_GUARD", "PROVIDER", "Agent", "Wiring", "compact_limit"]
 
 PROVIDER = "tinytitan"  # the provider / profile name every agent's config gets
+CODEX_PROVIDER_NAME = "OpenAI"  # the name Codex compacts in band for (its remote compaction)
 # sent with every request: the output cap the launch hands over is for the agent to plan compaction
 # with, so the server's loop guard still watches each answer (``engine/loops.py``)
 LOOP_GUARD = {"x-tinytitan-loop-guard": "on"}
@@ -103,6 +104,8 @@ def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Seque
             "ANTHROPIC_CUSTOM_HEADERS": _custom_headers(environ.get("ANTHROPIC_CUSTOM_HEADERS")),
         }
     )
+    if served.tool_calls is not False:  # Claude Code searches deferred (MCP) tools only when told to
+        variables["ENABLE_TOOL_SEARCH"] = "true"
     if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:  # below, the window above bounds it anyway
         variables["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
     # The `env` of the user's settings.json overrides the process environment; settings given with
@@ -121,9 +124,12 @@ def _codex(
     binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str], *, code_mode: bool = False
 ) -> Wiring:
     headers = ", ".join(f"{_toml(k)}={_toml(v)}" for k, v in LOOP_GUARD.items())
+    # named "OpenAI": Codex compacts in band (a compaction_trigger item, one compaction item back) only
+    # for a provider of that name; supports_websockets: the Responses WebSocket (a server started with
+    # --no-websockets answers the upgrade with 426, and Codex falls back to HTTP)
     provider = (
-        f"{{name={_toml('TinyTitan')}, base_url={_toml(served.v1)}, "
-        f'env_key={_toml(KEY_VARIABLE)}, wire_api="responses", http_headers={{{headers}}}}}'
+        f"{{name={_toml(CODEX_PROVIDER_NAME)}, base_url={_toml(served.v1)}, env_key={_toml(KEY_VARIABLE)}, "
+        f'wire_api="responses", supports_websockets=true, http_headers={{{headers}}}}}'
     )
     overrides = [
         f"model={_toml(served.model)}",
