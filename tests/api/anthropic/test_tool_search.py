@@ -181,6 +181,29 @@ def test_a_tool_reference_in_a_tool_result_reveals_the_tool(live: LiveServer) ->
     assert recorded["messages"][-1]["content"].startswith("<functions>\n<function>")
 
 
+def test_a_tool_reference_in_a_tool_result_to_no_tool_is_refused_by_name(live: LiveServer) -> None:
+    client_search = {"name": "ToolSearch", "input_schema": {"type": "object"}}
+    references = [{"type": "tool_reference", "tool_name": "no_such_tool"}]
+    body = {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "tools": [client_search, *deferred_tools()],
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": references}]},
+        ],
+    }
+    response = post(live, body)
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert answer["type"] == "error" and answer["error"]["type"] == "invalid_request_error"
+    assert answer["error"]["message"].startswith("messages[2].content[0].content[0].tool_name: "), answer
+
+
 def test_count_tokens_counts_what_the_model_sees(live: LiveServer) -> None:
     def count(tools: list[dict[str, Any]]) -> int:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "tools": tools}

@@ -213,5 +213,10 @@ def test_compaction_reads_the_custom_items() -> None:
         compacted = httpx.post(live.v1 + "/responses/compact", json=body, timeout=60)
         assert compacted.status_code == 200, compacted.text
         check_open_responses(compacted.json(), "CompactResource")
-        transcript = live.recorded[-1]["messages"][-1]["content"]
-        assert "apply_patch" in transcript and "*** Update File: src/app.py" in transcript and "Done!" in transcript
+        # the compaction pass continues the conversation (issue 40): the custom call and its output are
+        # turns of it, as the model read them
+        *turns, ask = live.recorded[-1]["messages"]
+        assert HANDOVER_ASK in ask["content"]
+        (call,) = [c for t in turns for c in t["tool_calls"]]
+        assert (call["type"], call["name"], call["arguments"]) == ("custom", "apply_patch", PATCH)
+        assert turns[-1] == {"role": "tool", "content": "Done!", "tool_calls": [], "tool_call_id": "call_7"}

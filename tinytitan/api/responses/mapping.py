@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tinytitan.api.shapes import custom_format, format_request, openai_tool_choice, sampling_of
+from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.passes.payload import decode_payload, summary_preamble
@@ -45,13 +45,12 @@ from .protocol import ResponsesRequest
 from .tool_search import (
     check_call_item,
     check_output_item,
-    function_tool,
     output_message,
     output_tools,
     search_call,
-    tool_search_tool,
     with_loaded,
 )
+from .tools import map_tools
 
 __all__ = [
     "ALLOWED_INCLUDE",
@@ -315,42 +314,6 @@ def map_items(items: Sequence[InputItem], *, param: str) -> MappedInput:
     for i, item in enumerate(items):
         _map_item(mapped, item, f"{param}[{i}]")
     return mapped
-
-
-def _custom(tool: dict[str, Any], where: str) -> Tool:
-    name, description = tool.get("name"), tool.get("description")
-    return Tool(
-        name=name if isinstance(name, str) else "",
-        description=description if isinstance(description, str) else "",
-        type="custom",
-        source=Source(where),
-        format=custom_format(tool.get("format"), param=f"{where}.format"),
-    )
-
-
-def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
-    """``function`` tools (``defer_loading`` ones once revealed) and ``custom`` tools reach the model;
-    ``namespace`` tools are flattened; ``tool_search`` is the search (``tool_search.py``); hosted types
-    are left out."""
-    out: list[Tool] = []
-    for i, tool in enumerate(tools or ()):
-        kind = tool.get("type", "function")
-        if kind == "function":
-            out.append(function_tool(tool, None, f"tools[{i}]"))
-        elif kind == "custom":
-            out.append(_custom(tool, f"tools[{i}]"))
-        elif kind == "namespace":
-            for j, inner in enumerate(tool.get("tools") or ()):
-                if isinstance(inner, dict) and inner.get("type", "function") == "function":
-                    out.append(function_tool(inner, tool, f"tools[{i}].tools[{j}]"))
-                elif isinstance(inner, dict) and inner.get("type") == "custom":
-                    name = tool.get("name") if isinstance(tool.get("name"), str) else None
-                    out.append(replace(_custom(inner, f"tools[{i}].tools[{j}]"), namespace=name))
-        elif kind == "tool_search":
-            out.append(tool_search_tool(tool, f"tools[{i}]"))
-        # web_search, file_search, code_interpreter, mcp, image_generation, computer use, shell,
-        # local_shell: nothing here runs them; left out of the prompt, not refused
-    return tuple(out)
 
 
 def _refuse(wire: ResponsesRequest) -> None:
