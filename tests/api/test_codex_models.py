@@ -79,3 +79,4 @@ def test_reasoning_levels_in_codexs_words() -> None:
     plain = codex_model("m", ModelInfo("m", 8192, reasoning_levels=(), default_reasoning=None, tool_calls=False))
     assert plain["supported_reasoning_levels"] == [] and "default_reasoning_level" not in plain
     assert plain["apply_patch_tool_type"] == "function" and plain["supports_parallel_tool_calls"] is False
+    assert model["supports_search_tool"] is True and plain["supports_search_tool"] is False  # Codex's tool_search

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from tinytitan.testing.mcp_server import NEEDLE, SERVER_NAME, TOOLS
 
 from .conftest import ROOT
@@ -72,8 +74,8 @@ def test_codex_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, codex: Codex
     server = stub({"rules": _rules(NEEDLE, "weather forecast")})
     log = codex.ws.root / "mcp-calls.jsonl"
     command, args, env = _mcp_command(log)
-    catalog = codex.ws.root / "catalog.json"
-    catalog.write_text(json.dumps({"models": [_model_info(server.model)]}))
+    catalog = codex.ws.root / "catalog.json"  # the server's own listing: its Codex entry offers tool_search
+    catalog.write_text(httpx.get(server.v1 + "/models", timeout=10).text)
     (codex.ws.config / "config.toml").write_text(
         f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
         f"env = {{ PYTHONPATH = {json.dumps(env['PYTHONPATH'])} }}\n"
@@ -95,26 +97,3 @@ def test_codex_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, codex: Codex
         assert not {t["name"] for t in TOOLS} & {t["name"] for t in request["tools"]}
     revealing = [r for r in requests if NEEDLE in r["revealed"]]
     assert revealing and f'"name": "{NEEDLE}"' in revealing[0]["prompt"]
-
-
-def _model_info(model: str) -> dict[str, Any]:
-    """Codex's ModelInfo for the stub model, with ``supports_search_tool`` (Codex offers tool_search then)."""
-    return {
-        "slug": model,
-        "display_name": model,
-        "context_window": 32768,
-        "supported_reasoning_levels": [],
-        "shell_type": "shell_command",
-        "visibility": "list",
-        "supported_in_api": True,
-        "priority": 1,
-        "base_instructions": "You are a coding agent.",
-        "supports_reasoning_summaries": False,
-        "support_verbosity": False,
-        "default_verbosity": None,
-        "apply_patch_tool_type": None,
-        "truncation_policy": {"mode": "tokens", "limit": 10000},
-        "supports_parallel_tool_calls": False,
-        "experimental_supported_tools": [],
-        "supports_search_tool": True,
-    }

@@ -6,7 +6,8 @@ Codex reads a provider's ``GET /models`` (and a ``model_catalog_json`` file) as 
 ``priority``, ``base_instructions``, ``supports_reasoning_summaries``, ``support_verbosity``,
 ``truncation_policy``, ``supports_parallel_tool_calls``, ``experimental_supported_tools``) and those
 it plans with (``context_window``, ``auto_compact_token_limit``, ``apply_patch_tool_type``,
-``input_modalities``, ``default_reasoning_level``). ``GET /v1/models`` carries this list beside
+``input_modalities``, ``default_reasoning_level``, ``supports_search_tool`` — without it Codex sends
+every MCP tool in every prompt instead of its ``tool_search``). ``GET /v1/models`` carries this list beside
 OpenAI's ``data``, so one answer serves an OpenAI SDK and Codex alike.
 
 ``base_instructions`` are short on purpose: they are read on every turn, and a local model's window
@@ -76,6 +77,8 @@ def codex_model(model_id: str, info: ModelInfo) -> dict[str, Any]:
         "apply_patch_tool_type": "freeform" if info.freeform_grammars else "function",
         "truncation_policy": {"mode": "tokens", "limit": 10000},
         "supports_parallel_tool_calls": info.tool_calls,
+        # Codex offers its tool_search (deferred MCP tools, issue 39) only to a model that says so
+        "supports_search_tool": info.tool_calls,
         "context_window": info.context_window,
         "auto_compact_token_limit": compaction_limit(info.context_window),
         "max_output_tokens": planning_cap(info.context_window),
