@@ -18,7 +18,7 @@ _tinytitan_options() {
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
         "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
-        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --code-mode --help" ;;
+        "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --code-mode --force --help" ;;
         "completion") echo "--help" ;;
         "models") echo "--models-dir --url --api-key --cache-dir --json --help" ;;
         "models pull") echo "--cache-dir --help" ;;

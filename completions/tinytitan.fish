@@ -106,6 +106,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l reasoning -x -a
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l thinking -x -a 'on off' -d 'Shorthand for --reasoning on / off'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l api-key -x -d 'The server\'s API key (a started server requires it too)'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l code-mode -d 'Codex only: Code Mode, one freeform exec tool that runs JavaScript (for a model that takes freeform tools)'
+complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l force -d 'Launch even when the model\'s window cannot hold the agent\'s own first prompt'
 complete -c tinytitan -n '__fish_seen_subcommand_from launch' -l help -d 'Show this message and exit'
 
 complete -c tinytitan -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'

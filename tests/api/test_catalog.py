@@ -159,17 +159,20 @@ def test_every_entry_carries_its_own_context_window_and_output_cap(live: LiveSer
     windows = {i: models_of(live).info(i).context_window for i in models_of(live).ids()}
     assert windows[B] == B_CONTEXT and windows[A] != B_CONTEXT  # two windows: each entry says its own
     openai = httpx.get(live.v1 + "/models").json()["data"]
+    # the output cap is one a client plans with: a quarter of the window (at most 32,000), not the window
     assert {m["id"]: (m["context_window"], m["max_output_tokens"]) for m in openai} == {
-        i: (w, w) for i, w in windows.items()
+        i: (w, min(32_000, w // 4)) for i, w in windows.items()
     }
     anthropic = httpx.get(live.v1 + "/models", headers=ANTHROPIC).json()["data"]
     assert {m["id"]: (m["max_input_tokens"], m["max_tokens"]) for m in anthropic} == {
-        i: (w, w) for i, w in windows.items()
+        i: (w, min(32_000, w // 4)) for i, w in windows.items()
     }
     one = httpx.get(live.v1 + f"/models/{B}-fast").json()
-    assert one["context_window"] == one["max_output_tokens"] == B_CONTEXT
+    assert (one["context_window"], one["max_output_tokens"]) == (B_CONTEXT, min(32_000, B_CONTEXT // 4))
     one = httpx.get(live.v1 + f"/models/{B}", headers=ANTHROPIC).json()
-    assert one["max_input_tokens"] == one["max_tokens"] == B_CONTEXT
+    assert (one["max_input_tokens"], one["max_tokens"]) == (B_CONTEXT, min(32_000, B_CONTEXT // 4))
+    codex = {m["slug"]: m for m in httpx.get(live.v1 + "/models").json()["models"]}  # Codex's discovery
+    assert {i: m["context_window"] for i, m in codex.items()} == windows
 
 
 def test_a_fast_alias_of_a_catalog_id_is_served_under_its_base_id(live: LiveServer) -> None:

@@ -28,7 +28,9 @@ LOOPING = PARAGRAPH * 40  # about 7,000 characters: the same paragraph over and 
 SCRIPT = script({"reply": {"text": LOOPING}}, context_window=WINDOW)
 
 
-def ask(live: LiveServer, protocol: str, cap: int | None, *, stream: bool = False) -> tuple[str, str]:
+def ask(
+    live: LiveServer, protocol: str, cap: int | None, *, stream: bool = False, headers: dict[str, str] | None = None
+) -> tuple[str, str]:
     """The text the client got and its protocol's end reason."""
     message = [{"role": "user", "content": "Write a long story."}]
     if protocol == "chat":
@@ -37,7 +39,7 @@ def ask(live: LiveServer, protocol: str, cap: int | None, *, stream: bool = Fals
             body["max_tokens"] = cap
         if stream:
             return chat_stream(live, body)
-        r = httpx.post(live.v1 + "/chat/completions", json=body, timeout=60)
+        r = httpx.post(live.v1 + "/chat/completions", json=body, headers=headers, timeout=60)
         assert r.status_code == 200, r.text
         choice = r.json()["choices"][0]
         return choice["message"]["content"], choice["finish_reason"]
@@ -45,14 +47,14 @@ def ask(live: LiveServer, protocol: str, cap: int | None, *, stream: bool = Fals
         body = {"model": STUB_MODEL, "input": "Write a long story."}
         if cap is not None:
             body["max_output_tokens"] = cap
-        r = httpx.post(live.v1 + "/responses", json=body, timeout=60)
+        r = httpx.post(live.v1 + "/responses", json=body, headers=headers, timeout=60)
         assert r.status_code == 200, r.text
         obj = r.json()
         text = "".join(p["text"] for item in obj["output"] if item["type"] == "message" for p in item["content"])
         reason = (obj.get("incomplete_details") or {}).get("reason") or obj["status"]
         return text, f"{obj['status']}:{reason}"
     body = {"model": STUB_MODEL, "messages": message, "max_tokens": cap if cap is not None else WINDOW}
-    r = httpx.post(live.v1 + "/messages", json=body, timeout=60)
+    r = httpx.post(live.v1 + "/messages", json=body, headers=headers, timeout=60)
     assert r.status_code == 200, r.text
     obj = r.json()
     return "".join(b["text"] for b in obj["content"] if b["type"] == "text"), obj["stop_reason"]
@@ -110,3 +112,24 @@ def test_a_request_with_its_own_cap_is_never_cut(
         text, reason = ask(live, protocol, WINDOW - 1)
     assert (text, reason) == (LOOPING, WHOLE[protocol])  # the client chose how long it may run
     assert loop_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("protocol", list(CUT))
+def test_a_request_that_asks_for_the_guard_is_watched_under_its_own_cap(
+    live: LiveServer, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``x-tinytitan-loop-guard: on`` (what ``tinytitan launch`` has every agent send): the cap the
+    launch handed over is for planning compaction, so a loop still ends early (issue 39.5)."""
+    with caplog.at_level(logging.WARNING):
+        text, reason = ask(live, protocol, 2048, headers={"x-tinytitan-loop-guard": "on"})
+    assert reason == CUT[protocol] and LOOPING.startswith(text) and len(text) < len(LOOPING) / 2
+    assert len(loop_warnings(caplog)) == 1
+
+
+def test_the_websocket_takes_the_guard_from_its_upgrade(live: LiveServer) -> None:
+    from tinytitan.testing.websocket import open_socket
+
+    with open_socket(live.url, headers={"x-tinytitan-loop-guard": "on"}) as ws:
+        events = ws.run(model=STUB_MODEL, input="Write a long story.", max_output_tokens=2048)
+    final = events[-1]["response"]
+    assert final["status"] == "incomplete" and final["incomplete_details"]["reason"] == "max_output_tokens"

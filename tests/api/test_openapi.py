@@ -88,6 +88,8 @@ def test_the_stored_response_routes_answer_structs() -> None:
         "function_call_output",
         "reasoning",
         "compaction",
+        "tool_search_call",
+        "tool_search_output",
         "custom_tool_call",
         "custom_tool_call_output",
     }

@@ -139,13 +139,18 @@ def test_the_agent_runs_with_its_arguments_and_its_exit_status_is_the_launchs(
         "k",
         "--reasoning",
         "low",
+        "--force",  # a 4,096-token window: the launch would refuse Codex (tests/launch/test_fitness.py)
         "--",
         "exec",
         "--json",
         "do it",
         path=tmp_path,
+        home=tmp_path,  # the server's catalog entry is written under it (~/.codex/tinytitan-models.json)
     )
     assert done.returncode == 7, done
+    assert "(launching anyway: --force)" in done.stderr
+    catalog = json.loads((tmp_path / ".codex" / "tinytitan-models.json").read_text(encoding="utf-8"))
+    assert catalog["models"][0]["slug"] == "stub-model"  # the server's own entry, though Codex gave none
     assert f"--reasoning: only for a server started here (with --model or --stub); {server.url}" in done.stderr
     seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
     assert seen["argv"][-3:] == ["exec", "--json", "do it"]

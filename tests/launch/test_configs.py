@@ -116,3 +116,26 @@ def test_codex_catalog_gives_freeform_apply_patch_where_the_model_takes_it_and_c
     assert path is not None
     (entry,) = json.loads(path.read_text(encoding="utf-8"))["models"]
     assert (entry["apply_patch_tool_type"], entry["tool_mode"]) == ("freeform", "code_mode_only")
+
+
+def test_the_servers_own_entry_with_codex_instructions_only_where_they_fit(tmp_path: Path) -> None:
+    """A TinyTitan server publishes the model's Codex entry (``/v1/models``' ``models``): the launch
+    writes it, with its window and compaction limit; Codex's own instructions replace the server's
+    short ones only where they take at most an eighth of the window (issue 39.4/5)."""
+    from dataclasses import replace
+
+    ours = {"slug": "stub-model", "base_instructions": "short", "shell_type": "shell_command", "context_window": 1}
+    small = replace(SERVED, codex=ours)  # 32,768 tokens: at most 4,096 tokens of instructions
+    long_text = "x" * (4 * 4096 + 4)
+    path = codex_catalog(
+        tmp_path, small, 24576, _fake_codex(tmp_path, {"models": [{"base_instructions": long_text}]}), {}
+    )
+    assert path is not None
+    (entry,) = json.loads(path.read_text(encoding="utf-8"))["models"]
+    assert entry == {**ours, "context_window": 32768, "auto_compact_token_limit": 24576}
+    codex = _fake_codex(tmp_path, {"models": [{"base_instructions": "You are Codex."}]})
+    codex_catalog(tmp_path, small, 24576, codex, {}, code_mode=True)
+    (entry,) = json.loads(path.read_text(encoding="utf-8"))["models"]
+    assert (entry["base_instructions"], entry["tool_mode"]) == ("You are Codex.", "code_mode_only")
+    # no instructions from Codex at all: the server's entry still stands
+    assert codex_catalog(tmp_path, small, 24576, _fake_codex(tmp_path, "not a catalog"), {}) == path

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import msgspec
@@ -12,8 +13,11 @@ from litestar import Request
 from litestar.exceptions import InternalServerException
 
 from tinytitan.engine.errors import InvalidRequest
+from tinytitan.engine.request import ChatRequest
 
-__all__ = ["decode_json", "read_json", "until_disconnect"]
+__all__ = ["LOOP_GUARD_HEADER", "decode_json", "loop_guarded", "read_json", "until_disconnect"]
+
+LOOP_GUARD_HEADER = "x-tinytitan-loop-guard"
 
 T = TypeVar("T")
 _PATH = re.compile(r"- at `\$\.?(.*)`$")
@@ -83,3 +87,12 @@ async def until_disconnect(request: Request[Any, Any, Any], work: Awaitable[T]) 
         return await task
     finally:
         watcher.cancel()
+
+
+def loop_guarded(chat: ChatRequest, headers: Mapping[str, str]) -> ChatRequest:
+    """``chat``, watched for a verbatim loop even under a cap of its own when the client sends
+    ``x-tinytitan-loop-guard: on`` (``tinytitan launch`` has every agent send it: the cap it hands
+    over is for planning compaction, and a small model's loop would otherwise run to it)."""
+    if headers.get(LOOP_GUARD_HEADER, "").strip().lower() in ("on", "1", "true", "yes"):
+        return replace(chat, loop_guard=True)
+    return chat

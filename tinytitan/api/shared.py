@@ -15,10 +15,12 @@ import msgspec
 from litestar import Controller, Request, Response, get, head, post
 from litestar.params import FromPath
 
+from tinytitan.api.codex_models import codex_model
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
 from tinytitan.api.wire import AnthropicModel, AnthropicModelList, OpenAIModel, OpenAIModelList
 from tinytitan.engine.request import ModelInfo
+from tinytitan.engine.request.limits import planning_cap
 from tinytitan.engine.service import Engine
 
 __all__ = [
@@ -35,13 +37,13 @@ __all__ = [
 
 
 def _openai_model(model_id: str, window: int) -> OpenAIModel:
-    return OpenAIModel(model_id, context_window=window, max_output_tokens=window)
+    return OpenAIModel(model_id, context_window=window, max_output_tokens=planning_cap(window))
 
 
 def _anthropic_model(model_id: str, info: ModelInfo) -> AnthropicModel:
     window = info.context_window
     return AnthropicModel(
-        model_id, model_id, max_input_tokens=window, max_tokens=window, capabilities=capabilities(info)
+        model_id, model_id, max_input_tokens=window, max_tokens=planning_cap(window), capabilities=capabilities(info)
     )
 
 
@@ -141,15 +143,20 @@ class ModelsController(Controller):
     async def list_models(
         self, request: Request[Any, Any, Any], engine: EngineDep
     ) -> OpenAIModelList | AnthropicModelList:
-        """Every served id (never a ``-fast`` alias), each with its context window and output cap (a
-        request's answer is capped by the window; its prompt's share comes off at run time).
-        ``?details=true`` adds each model's facts under ``tinytitan`` (``tinytitan models --url``)."""
+        """Every served id (never a ``-fast`` alias), each with its context window and the output cap a
+        client plans with (``planning_cap``: a request may still ask for up to the window). OpenAI's
+        shape also carries ``models``, the same ids as Codex's model discovery decodes them
+        (``codex_models.py``). ``?details=true`` adds each model's facts under ``tinytitan``
+        (``tinytitan models --url``)."""
         ids = engine.model_ids()
         listing: OpenAIModelList | AnthropicModelList
         if is_anthropic(request.url.path, request.headers):
             listing = AnthropicModelList([_anthropic_model(i, engine.info_for(i)) for i in ids], *_ends(ids))
         else:
-            listing = OpenAIModelList([_openai_model(i, engine.context_window(i)) for i in ids])
+            listing = OpenAIModelList(
+                [_openai_model(i, engine.context_window(i)) for i in ids],
+                models=[codex_model(i, engine.info_for(i)) for i in ids],
+            )
         if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
             for obj in listing.data:
                 obj.tinytitan = engine.models.details(obj.id)

@@ -101,8 +101,11 @@ class OpenAIModel(Answer):
 
 
 class OpenAIModelList(Answer):
+    """OpenAI's list (``data``), and the same models as Codex's ``ModelInfo`` (``models``)."""
+
     data: list[OpenAIModel]
     object: Literal["list"] = "list"
+    models: list[dict[str, Any]] | UnsetType = UNSET
 
 
 class AnthropicModel(Tagged, tag="model"):

@@ -57,6 +57,13 @@ def launch(
             "freeform tools).",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Launch even when the model's window cannot hold the agent's own first prompt.",
+        ),
+    ] = False,
 ) -> None:
     """Run Claude Code, Codex, pi or OpenCode wired to a local server: model, URL, key, context window."""
     from tinytitan.launch.run import LaunchOptions
@@ -75,6 +82,7 @@ def launch(
         api_key=api_key,
         code_mode=code_mode,
         start=bool(model or stub),
+        force=force,
         serve_only=[
             flag
             for flag, value in (

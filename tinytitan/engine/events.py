@@ -1,7 +1,8 @@
 """The one event stream every protocol encoder consumes.
 
 A generation yields ``ReasoningDelta`` / ``TextDelta`` pieces in order, a ``ToolCall`` for each
-complete call, and exactly one ``Finished`` last.
+complete call, and exactly one ``Finished`` last. A request with a tool search the server runs
+(``engine/tool_search``) also yields a ``ToolSearched`` where each search ran.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Event", "Finished", "ReasoningDelta", "Source", "TextDelta", "ToolCall", "Usage"]
+__all__ = ["Event", "Finished", "ReasoningDelta", "Source", "TextDelta", "ToolCall", "ToolSearched", "Usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSearched:
+    """A tool search the server ran for the model: its ``call`` (the search tool's name and arguments),
+    the names of the tools it revealed, best first — or, when it failed, ``error`` (a code:
+    ``invalid_tool_input``) and ``detail``."""
+
+    call: ToolCall
+    found: tuple[str, ...] = ()
+    error: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """``reason``: ``stop`` (end of turn or a stop string), ``length`` (the cap), ``tool_calls``."""
 
@@ -84,4 +97,4 @@ class Finished:
     stop_sequence: str | None = None
 
 
-Event = ReasoningDelta | TextDelta | ToolCall | Finished
+Event = ReasoningDelta | TextDelta | ToolCall | ToolSearched | Finished

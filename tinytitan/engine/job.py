@@ -35,7 +35,7 @@ __all__ = ["Completion", "Host", "Job", "Rounds"]
 log = logging.getLogger("tinytitan.engine")
 
 Generate = Callable[[Generation], AsyncGenerator[Event, None]]
-Rounds = Callable[[Generate, Generation], AsyncGenerator[Event, None]]  # several generations (memory)
+Rounds = Callable[[Generate, Generation], AsyncGenerator[Event, None]]  # several generations (memory, search)
 
 
 class Host(Protocol):
@@ -75,7 +75,7 @@ class Job:
         rounds: Rounds | None = None,
     ) -> None:
         self.engine = engine
-        self.rounds = rounds  # the memory decorator's rounds, else one generation
+        self.rounds = rounds  # the memory decorator's or a server-run tool search's rounds, else one generation
         self.request = request
         self.generation = Generation(request, prompt, max_new)
         self.ticket = ticket
@@ -144,7 +144,7 @@ class Job:
                     text.append(event.text)
                 elif isinstance(event, ToolCall):
                     calls.append(event)
-                else:
+                elif isinstance(event, Finished):
                     finished = event
         return Completion("".join(reasoning), "".join(text), calls, finished, collected)
 
@@ -173,14 +173,15 @@ class Job:
         parser = backend.output_parser(
             ParseOptions(
                 stop=request.stop,
-                namespaces={t.name: t.namespace for t in request.tools},
-                tools=request.tools,
+                namespaces={t.name: t.namespace for t in request.callable_tools},
+                tools=request.callable_tools,
                 start_in_reasoning=gen.prompt.start_in_reasoning,
             )
         )
         decoder = backend.decoder()
         window = self.engine.models.info(request.model_id).context_window
-        loops = LoopGuard.for_request(request.request_id, request.cap, window)  # the loop policy (loops.py)
+        asked = request.request.loop_guard
+        loops = LoopGuard.for_request(request.request_id, request.cap, window, asked=asked)  # loops.py
         inbox: asyncio.Queue[Output | BaseException] = asyncio.Queue()
         self._inbox = inbox
         reason = "length"  # no room left for a token: nothing runs

@@ -10,7 +10,10 @@ The policy, the same on every protocol:
   with ``incomplete_details.reason: "max_output_tokens"``, Messages ``stop_reason: "max_tokens"``.
   The text streamed so far is the client's, unaltered (the repetitions included); the server logs one
   warning naming the request.
-- a request **with its own cap** below the window is never cut: the client chose how long it may run.
+- a request **with its own cap** below the window is never cut: the client chose how long it may run —
+  unless it asks to be watched anyway (``ChatRequest.loop_guard``, the ``x-tinytitan-loop-guard: on``
+  header ``tinytitan launch`` has each agent send: the cap it hands over is a number the agent plans
+  its compaction with, not a length anyone chose).
 
 ``LoopGuard.for_request`` is None for the second kind; ``Job`` feeds the first kind's text and
 reasoning to it — not a tool call's arguments, which are data the client asked for (a long run of one
@@ -37,9 +40,10 @@ class LoopGuard:
         self.cycle: Cycle | None = None
 
     @classmethod
-    def for_request(cls, request_id: str, cap: int, context_window: int) -> LoopGuard | None:
-        """A guard for a request whose cap is the window's (it set none, or one as large); else None."""
-        return cls(request_id) if cap >= context_window else None
+    def for_request(cls, request_id: str, cap: int, context_window: int, *, asked: bool = False) -> LoopGuard | None:
+        """A guard for a request whose cap is the window's (it set none, or one as large), or that
+        ``asked`` for one; else None."""
+        return cls(request_id) if asked or cap >= context_window else None
 
     def feed(self, text: str) -> bool:
         if self.cycle is None and text:

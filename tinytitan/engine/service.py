@@ -39,6 +39,7 @@ from tinytitan.engine.request.defaults import with_flags
 from tinytitan.engine.request.limits import output_budget
 from tinytitan.engine.request.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.request.validate import validate
+from tinytitan.engine.tool_search.rounds import SearchRounds, runs_searches
 
 if TYPE_CHECKING:
     from tinytitan.engine.memory.decorator import MemoryDecorator
@@ -162,7 +163,8 @@ class Engine:
 
     async def prepare(self, request: ChatRequest) -> Job:
         validated = self._validated(request)
-        if self.memory is not None and not request.internal:
+        searching = runs_searches(validated)  # a tool search the server runs: its rounds, without memory's
+        if self.memory is not None and not request.internal and not searching:
             job = await self._prepare_with_memory(validated)
             if job is not None:
                 return job
@@ -170,7 +172,11 @@ class Engine:
         window, per_token = self._room(validated, prompt)
         max_new = output_budget(validated.cap, window, prompt.n_tokens)
         ticket = self.queue.admit(per_token * (prompt.n_tokens + max(0, max_new)))
-        return Job(self, validated, prompt, max_new, ticket)
+        rounds = None
+        if searching:
+            backend = await self.model_backend(validated.model_id)
+            rounds = SearchRounds(render=lambda r: self.on_cpu(backend.render, r), window=window, blocking=self.on_cpu)
+        return Job(self, validated, prompt, max_new, ticket, rounds)
 
     def _room(self, validated: ValidatedRequest, prompt: Prompt) -> tuple[int, int]:
         """The context a row may fill — the model's window, or less where the KV memory budget holds

@@ -30,9 +30,13 @@ from typing import Any
 from tinytitan.launch.configs import codex_catalog, merge_json_file, write_json
 from tinytitan.launch.server import LaunchError, Served
 
-__all__ = ["AGENTS", "KEY_VARIABLE", "PROVIDER", "Agent", "Wiring", "compact_limit"]
+__all__ = ["AGENTS", "KEY_VARIABLE", "LOOP_GUARD", "PROVIDER", "Agent", "Wiring", "compact_limit"]
 
 PROVIDER = "tinytitan"  # the provider / profile name every agent's config gets
+CODEX_PROVIDER_NAME = "OpenAI"  # the name Codex compacts in band for (its remote compaction)
+# sent with every request: the output cap the launch hands over is for the agent to plan compaction
+# with, so the server's loop guard still watches each answer (``engine/loops.py``)
+LOOP_GUARD = {"x-tinytitan-loop-guard": "on"}
 KEY_VARIABLE = "TINYTITAN_LAUNCH_KEY"  # the variable agents read the key from (not TINYTITAN_API_KEY:
 # the agent's own shell commands inherit it, and a `tinytitan serve` among them would then want a key)
 _CLAUDE_MIN_COMPACT_WINDOW = 100_000
@@ -68,6 +72,17 @@ def _home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
     return Path(environ.get(variable) or Path(environ.get("HOME") or Path.home()).joinpath(*default))
 
 
+def _custom_headers(theirs: str | None) -> str:
+    """``ANTHROPIC_CUSTOM_HEADERS`` ("Name: value" lines): the user's own, and the loop guard's."""
+    ours = [f"{name}: {value}" for name, value in LOOP_GUARD.items()]
+    kept = [
+        line
+        for line in (theirs or "").splitlines()
+        if line.strip() and line.split(":")[0].strip().lower() not in LOOP_GUARD
+    ]
+    return "\n".join([*kept, *ours])
+
+
 def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str]) -> Wiring:
     variables = dict.fromkeys(
         (
@@ -86,8 +101,11 @@ def _claude(binary: str, served: Served, environ: Mapping[str, str], args: Seque
             "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(served.context_window),
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(served.output_cap),
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no calls to outside hosts
+            "ANTHROPIC_CUSTOM_HEADERS": _custom_headers(environ.get("ANTHROPIC_CUSTOM_HEADERS")),
         }
     )
+    if served.tool_calls is not False:  # Claude Code searches deferred (MCP) tools only when told to
+        variables["ENABLE_TOOL_SEARCH"] = "true"
     if served.context_window >= _CLAUDE_MIN_COMPACT_WINDOW:  # below, the window above bounds it anyway
         variables["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(served.context_window)
     # The `env` of the user's settings.json overrides the process environment; settings given with
@@ -105,9 +123,13 @@ def _toml(value: str) -> str:
 def _codex(
     binary: str, served: Served, environ: Mapping[str, str], args: Sequence[str], *, code_mode: bool = False
 ) -> Wiring:
+    headers = ", ".join(f"{_toml(k)}={_toml(v)}" for k, v in LOOP_GUARD.items())
+    # named "OpenAI": Codex compacts in band (a compaction_trigger item, one compaction item back) only
+    # for a provider of that name; supports_websockets: the Responses WebSocket (a server started with
+    # --no-websockets answers the upgrade with 426, and Codex falls back to HTTP)
     provider = (
-        f"{{name={_toml('TinyTitan')}, base_url={_toml(served.v1)}, "
-        f'env_key={_toml(KEY_VARIABLE)}, wire_api="responses"}}'
+        f"{{name={_toml(CODEX_PROVIDER_NAME)}, base_url={_toml(served.v1)}, env_key={_toml(KEY_VARIABLE)}, "
+        f'wire_api="responses", supports_websockets=true, http_headers={{{headers}}}}}'
     )
     overrides = [
         f"model={_toml(served.model)}",
@@ -138,7 +160,7 @@ def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[
     directory = _home(environ, "PI_CODING_AGENT_DIR", ".pi", "agent")
     model = {
         "id": served.model,
-        "name": f"{served.model} (TinyTitan)",
+        "name": f"{served.model} (TinyTitan at {served.url})",  # the entry stays: it says which server
         "reasoning": _reasoning(served),
         "contextWindow": served.context_window,
         "maxTokens": served.output_cap,
@@ -147,6 +169,7 @@ def _pi(binary: str, served: Served, environ: Mapping[str, str], args: Sequence[
         "baseUrl": served.v1,
         "api": "openai-completions",
         "apiKey": KEY_VARIABLE,  # pi reads a variable by that name: no key in the file
+        "headers": dict(LOOP_GUARD),
         "models": [model],
     }
     merge_json_file(directory / "models.json", ("providers", PROVIDER), provider)
@@ -164,7 +187,7 @@ def _opencode(binary: str, served: Served, environ: Mapping[str, str], args: Seq
     provider = {
         "npm": "@ai-sdk/openai-compatible",
         "name": "TinyTitan",
-        "options": {"baseURL": served.v1, "apiKey": f"{{env:{KEY_VARIABLE}}}"},
+        "options": {"baseURL": served.v1, "apiKey": f"{{env:{KEY_VARIABLE}}}", "headers": dict(LOOP_GUARD)},
         "models": {served.model: model},
     }
     # OPENCODE_CONFIG_CONTENT is merged over the user's config files; a value of their own is kept

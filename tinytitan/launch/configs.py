@@ -4,8 +4,10 @@
   other key the user has there; a file that is not JSON is refused, never overwritten.
 - ``codex_catalog``: Codex's model catalog for the served model (``tinytitan-models.json`` beside its
   ``config.toml``, passed with ``-c model_catalog_json=…``), holding the entries of a catalog the user
-  already configured too. Its instructions are the installed Codex's own (``codex debug models``,
-  the shortest of its listed models'), so Codex prompts the model as it prompts its own. A model whose
+  already configured too. The entry is the server's own (``GET /v1/models``' ``models``, Codex's
+  ``ModelInfo``) where it publishes one; its short instructions give way to the installed Codex's own
+  (``codex debug models``, the shortest of its listed models') where those take at most an eighth of
+  the window, so Codex prompts a large model as it prompts its own. A model whose
   calls can hold a tool's input to a grammar gets Codex's freeform ``apply_patch``
   (``apply_patch_tool_type: "freeform"``), and Code Mode (``tool_mode: "code_mode_only"``: one freeform
   ``exec`` tool taking JavaScript) when the launch asks for it.
@@ -97,6 +99,10 @@ def _instructions(binary: str, environ: Mapping[str, str]) -> str | None:
     return min(texts, key=len, default=None)
 
 
+_CHARS_PER_TOKEN = 4
+_INSTRUCTIONS_SHARE = 1 / 8  # the most of the window Codex's own instructions may take
+
+
 def codex_entry(served: Served, compact_limit: int, instructions: str, *, code_mode: bool = False) -> dict[str, Any]:
     """A Codex catalog entry for the served model (the fields Codex requires, the window, and its
     freeform tools: ``apply_patch`` as a custom tool where the model's call syntax can carry one, and
@@ -153,12 +159,35 @@ def codex_catalog(
     *,
     code_mode: bool = False,
 ) -> Path | None:
-    """Write ``home/tinytitan-models.json`` for the served model; None when Codex gave no instructions."""
+    """Write ``home/tinytitan-models.json`` for the served model: the server's own catalog entry when it
+    publishes one (``/v1/models``' ``models``), else one built here; None when there is neither that
+    nor instructions from Codex. Codex's own instructions replace the server's short ones where they
+    take at most an eighth of the window (on a small window they would leave no room to work)."""
     instructions = _instructions(binary, environ)
-    if instructions is None:
+    if served.codex is not None:
+        entry = served_entry(served, compact_limit, instructions, code_mode=code_mode)
+    elif instructions is not None:
+        entry = codex_entry(served, compact_limit, instructions, code_mode=code_mode)
+    else:
         return None
     path = home / CODEX_CATALOG
     theirs = [m for m in _user_catalog(home, path) if m.get("slug") != served.model]
-    entry = codex_entry(served, compact_limit, instructions, code_mode=code_mode)
     write_json(path, {"models": [entry, *theirs]})
     return path
+
+
+def served_entry(
+    served: Served, compact_limit: int, instructions: str | None, *, code_mode: bool = False
+) -> dict[str, Any]:
+    """The server's catalog entry with the launch's window and compaction limit, Code Mode when asked,
+    and Codex's own instructions where they fit (about four characters a token)."""
+    entry = {
+        **(served.codex or {}),
+        "context_window": served.context_window,
+        "auto_compact_token_limit": compact_limit,
+    }
+    if instructions and len(instructions) / _CHARS_PER_TOKEN <= served.context_window * _INSTRUCTIONS_SHARE:
+        entry["base_instructions"] = instructions
+    if code_mode:
+        entry["tool_mode"] = "code_mode_only"
+    return entry

@@ -3,7 +3,9 @@
 The agent runs in the foreground with the terminal; its exit status is the launch's. A Ctrl-C is the
 agent's to handle (it reaches the agent's process group; the launch only waits), SIGTERM and SIGHUP
 are passed on to it (before it runs they end the launch), and a server started here is stopped once
-the agent has exited.
+the agent has exited — or when the launch ends before the agent runs (a Ctrl-C while the server
+starts or loads its model, a refusal). Before the agent starts, ``fitness`` says in one line each
+what the model cannot do for it, and refuses (unless ``force``) where the agent cannot work at all.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from tinytitan.launch.agents import AGENTS, Agent
+from tinytitan.launch.fitness import fitness
 from tinytitan.launch.server import ChildServer, LaunchError, alive, local_url, served, why_not_alive
 
 __all__ = ["LaunchOptions", "find_agent", "launch", "run_agent"]
@@ -32,6 +35,7 @@ class LaunchOptions:
     start: bool = False  # start a server even when the local one answers (a model or stub was named)
     serve_args: Sequence[str] = field(default_factory=list)  # `tinytitan serve` flags for a started server
     serve_only: Sequence[str] = ()  # the flags given that only a started server takes (said when unused)
+    force: bool = False  # launch even where the agent cannot work with the model (``fitness``)
     code_mode: bool = False  # Codex's Code Mode (one freeform exec tool)
 
 
@@ -88,12 +92,20 @@ def launch(options: LaunchOptions, progress: Callable[[str], None]) -> int:
         elif not options.start and alive(local_url()):
             url = local_url()
         if url is None:
-            child = ChildServer(list(options.serve_args)).start(progress)
+            child = ChildServer(list(options.serve_args))  # named before it starts: a Ctrl-C stops it
+            child.start(progress)
             url = child.url
         elif options.serve_only:
             flags = ", ".join(options.serve_only)
             progress(f"{flags}: only for a server started here (with --model or --stub); {url} serves as it is")
         facts = served(url, model=None if child else options.model, api_key=options.api_key)
+        told = fitness(agent.name, facts)
+        for line in told.warnings:
+            progress(line)
+        if told.refusal is not None and not options.force:
+            raise LaunchError(f"{told.refusal}, or pass --force to launch anyway")
+        if told.refusal is not None:
+            progress(f"{told.refusal} (launching anyway: --force)")
         wiring = agent.wire(binary, facts, dict(os.environ), options.args, **choices)
         progress(
             f"{agent.name} on {facts.model} at {facts.url} "

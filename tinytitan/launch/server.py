@@ -24,11 +24,10 @@ from typing import Any
 
 import httpx
 
+from tinytitan.engine.request.limits import planning_cap
 from tinytitan.settings import DEFAULT_HOST, DEFAULT_PORT
 
 __all__ = ["ChildServer", "LaunchError", "Served", "alive", "local_url", "served", "why_not_alive"]
-
-_DEFAULT_OUTPUT_CAP = 32_000  # what Claude Code asks for by default; a quarter of a small window below it
 
 
 class LaunchError(Exception):
@@ -46,6 +45,8 @@ class Served:
     api_key: str | None = None
     reasoning_levels: tuple[str, ...] = ()
     freeform_tools: bool = False  # its calls can hold a custom tool's input to a grammar (Codex's apply_patch)
+    tool_calls: bool | None = None  # whether the model has a tool-call syntax (None: the server does not say)
+    codex: dict[str, Any] | None = None  # the server's own Codex catalog entry (``/v1/models``' ``models``)
 
     @property
     def v1(self) -> str:
@@ -128,7 +129,8 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
                 ask = "refused the API key given" if api_key else "wants an API key"
                 raise LaunchError(f"the server at {url} {ask}: pass --api-key (or set TINYTITAN_API_KEY)")
             listing.raise_for_status()
-            data = _object(listing).get("data")
+            body = _object(listing)
+            data = body.get("data")
             entries = [_facts(m) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else []
             ids = [str(m["id"]) for m in entries]
             if model is None:
@@ -140,6 +142,12 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
                 raise LaunchError(f"the server at {url} does not serve '{model}' (it serves: {', '.join(ids)})")
             one.raise_for_status()
             facts = {**next((m for m in entries if m["id"] == model), {}), **_facts(_object(one))}
+            codex = body.get("models")
+            entry = (
+                next((m for m in codex if isinstance(m, dict) and m.get("slug") == model), None)
+                if isinstance(codex, list)
+                else None
+            )
         except httpx.HTTPError as exc:
             raise LaunchError(f"cannot read the models of the server at {url}: {exc}") from None
         except ValueError:
@@ -150,11 +158,22 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
     published = _int(facts.get("max_output_tokens"))
     # a server whose only cap is the window itself (TinyTitan's) leaves no room to compact before the
     # window fills: then the agent answers within a quarter of it
-    fallback = min(_DEFAULT_OUTPUT_CAP, window // 4)
+    fallback = planning_cap(window)
     cap = published if published is not None and published < window else fallback
     levels = facts.get("reasoning_levels")
     levels = tuple(str(level) for level in levels) if isinstance(levels, list) else ()
-    return Served(url, model, window, cap, api_key, levels, facts.get("freeform_tools") is True)
+    calls = facts.get("tool_calls")
+    return Served(
+        url,
+        model,
+        window,
+        cap,
+        api_key,
+        levels,
+        facts.get("freeform_tools") is True,
+        calls if isinstance(calls, bool) else None,
+        entry,
+    )
 
 
 def _free_port() -> int:

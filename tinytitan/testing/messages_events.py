@@ -9,7 +9,8 @@ and raises ``AssertionError`` naming the first frame that breaks a rule:
   ``message_delta`` — or with an ``error`` event; ``ping`` may come anywhere in between;
 - content blocks open at the next ``index`` (0, 1, …), one at a time; deltas name the open block and
   fit its kind (``text_delta`` a text block, ``thinking_delta`` / ``signature_delta`` a thinking
-  block, ``input_json_delta`` a tool_use block, ONE ``compaction_delta`` a compaction block); each
+  block, ``input_json_delta`` a tool_use or server_tool_use block, ONE ``compaction_delta`` a
+  compaction block; a ``tool_search_tool_result`` block comes whole, with no delta); each
   block stops once, before ``message_delta``.
 
 It returns the pairs it was given, so a test can read on: ``events = check_messages_stream(sse.events(body))``.
@@ -29,6 +30,7 @@ _DELTAS = {
     "text": ("text_delta", "citations_delta"),
     "thinking": ("thinking_delta", "signature_delta"),
     "tool_use": ("input_json_delta",),
+    "server_tool_use": ("input_json_delta",),
     "compaction": ("compaction_delta",),
 }
 

@@ -36,11 +36,49 @@ def _load(name: str) -> dict[str, Any]:
     return document
 
 
+_STATUS = {"type": "string", "enum": ["in_progress", "completed", "incomplete"]}
+# Items OpenAI's Responses API defines that the 2026-04-24 release lacks (README): the tool search
+# items, field by field as OpenAI's reference and the ``openai`` SDK 3.63.0 (``ResponseToolSearchCall``,
+# ``ResponseToolSearchOutputItem``) define them
+_TOOL_SEARCH_ITEMS = {
+    "ToolSearchCall": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["tool_search_call"]},
+            "id": {"type": "string"},
+            "call_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "execution": {"type": "string", "enum": ["server", "client"]},
+            "status": _STATUS,
+            "arguments": {},
+            "created_by": {"type": "string"},
+        },
+        "required": ["type", "id", "execution", "status", "arguments"],
+        "additionalProperties": False,
+    },
+    "ToolSearchOutput": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["tool_search_output"]},
+            "id": {"type": "string"},
+            "call_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "execution": {"type": "string", "enum": ["server", "client"]},
+            "status": _STATUS,
+            "tools": {"type": "array", "items": {"type": "object", "required": ["type"]}},
+            "created_by": {"type": "string"},
+        },
+        "required": ["type", "id", "execution", "status", "tools"],
+        "additionalProperties": False,
+    },
+}
+
+
 def _open_responses() -> dict[str, Any]:
     document = copy.deepcopy(_load(OPEN_RESPONSES))
     # the release's erratum (README): a json_schema format's ``schema`` may be only null there
     schemas = document["components"]["schemas"]
     schemas["JsonSchemaResponseFormat"]["properties"]["schema"] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
+    schemas.update(copy.deepcopy(_TOOL_SEARCH_ITEMS))  # OpenAI's items the release lacks (README)
+    schemas["ItemField"]["oneOf"] += [{"$ref": f"#/components/schemas/{name}"} for name in _TOOL_SEARCH_ITEMS]
     # the release has no custom tools (README): OpenAI's shapes of them join the unions they belong to
     schemas.update(copy.deepcopy(_load(CUSTOM_TOOLS)["components"]["schemas"]))
 

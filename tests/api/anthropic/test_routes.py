@@ -274,7 +274,7 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     (model,) = listing["data"]
     capabilities = model.pop("capabilities")
     assert listing == {
-        "data": [{**entry, "max_input_tokens": window, "max_tokens": window, "lifecycle": "active"}],
+        "data": [{**entry, "max_input_tokens": window, "max_tokens": min(32_000, window // 4), "lifecycle": "active"}],
         "has_more": False,
         "first_id": MODEL,
         "last_id": MODEL,

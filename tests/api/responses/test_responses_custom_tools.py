@@ -6,7 +6,6 @@ tool choices, and the refusals that name ``tools[i].format``. Every stream is ch
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -214,9 +213,10 @@ def test_compaction_reads_the_custom_items() -> None:
         compacted = httpx.post(live.v1 + "/responses/compact", json=body, timeout=60)
         assert compacted.status_code == 200, compacted.text
         check_open_responses(compacted.json(), "CompactResource")
-        # a continuation: the pass reads the conversation as the model read it (the call and its output
-        # as the template renders them), the handover ask as the next user turn
-        *conversation, ask = live.recorded[-1]["messages"]
+        # the compaction pass continues the conversation (issue 40): the custom call and its output are
+        # turns of it, as the model read them
+        *turns, ask = live.recorded[-1]["messages"]
         assert HANDOVER_ASK in ask["content"]
-        seen = json.dumps(conversation)
-        assert "apply_patch" in seen and "*** Update File: src/app.py" in seen and "Done!" in seen
+        (call,) = [c for t in turns for c in t["tool_calls"]]
+        assert (call["type"], call["name"], call["arguments"]) == ("custom", "apply_patch", PATCH)
+        assert turns[-1] == {"role": "tool", "content": "Done!", "tool_calls": [], "tool_call_id": "call_7"}

@@ -107,7 +107,6 @@ def test_tools_namespace_flattened_custom_kept_and_hosted_types_left_out() -> No
                     "computer_use_preview",
                     "shell",
                     "local_shell",
-                    "tool_search",
                 )
             ),
         ]

@@ -13,7 +13,7 @@ from tinytitan.api.errors import anthropic_error
 from tinytitan.api.sse import SSE
 from tinytitan.api.wire import UNSET, UnsetType
 from tinytitan.engine.errors import TinyTitanError
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, ToolSearched, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
@@ -35,11 +35,16 @@ from .wire import (
     MessageStop,
     MessagesUsage,
     Ping,
+    ServerToolUseBlock,
     SignatureDelta,
     StopDelta,
     TextBlock,
     ThinkingBlock,
     ThinkingDelta,
+    ToolReference,
+    ToolSearchError,
+    ToolSearchResult,
+    ToolSearchToolResultBlock,
     ToolUseBlock,
 )
 from .wire import TextDelta as TextDeltaWire
@@ -108,6 +113,44 @@ def _tool_use_block(call: ToolCall, *, with_input: bool = True) -> ToolUseBlock:
     return ToolUseBlock(tool_use_id(call), call.name, _tool_input(call) if with_input else {})
 
 
+def _search_blocks(
+    event: ToolSearched, *, with_input: bool = True
+) -> tuple[ServerToolUseBlock, ToolSearchToolResultBlock]:
+    """A search the server ran: its ``server_tool_use`` block (``srvtoolu_…``) and its result."""
+    call = event.call
+    block_id = "srvtoolu_" + call.id.removeprefix("call_")
+    use = ServerToolUseBlock(block_id, call.name, _tool_input(call) if with_input else {})
+    content: ToolSearchResult | ToolSearchError
+    if event.error is not None:
+        content = ToolSearchError(event.error, event.detail)
+    else:
+        content = ToolSearchResult([ToolReference(name) for name in event.found])
+    return use, ToolSearchToolResultBlock(block_id, content)
+
+
+def _ordered_content(result: Completion) -> list[ContentBlock]:
+    """An answer with searches the server ran: its blocks in the order they came (a search sits
+    between the text before it and the text after it)."""
+    content: list[ContentBlock] = []
+    for event in result.events:
+        last = content[-1] if content else None
+        if isinstance(event, ReasoningDelta) and event.text:
+            if isinstance(last, ThinkingBlock):
+                last.thinking += event.text
+            else:
+                content.append(ThinkingBlock(event.text))
+        elif isinstance(event, TextDelta) and event.text:
+            if isinstance(last, TextBlock):
+                last.text += event.text
+            else:
+                content.append(TextBlock(event.text))
+        elif isinstance(event, ToolCall):
+            content.append(_tool_use_block(event))
+        elif isinstance(event, ToolSearched):
+            content.extend(_search_blocks(event))
+    return content
+
+
 def message_object(
     result: Completion,
     model: str,
@@ -119,11 +162,16 @@ def message_object(
 ) -> Message:
     """The answer object; ``compaction``: the note and the cost of a server-side compaction before it."""
     content: list[ContentBlock] = [CompactionBlock(compaction[0])] if compaction else []
-    if result.reasoning:
-        content.append(ThinkingBlock(result.reasoning))
-    if result.text or not result.tool_calls:
-        content.append(TextBlock(result.text))
-    content.extend(_tool_use_block(c) for c in result.tool_calls)
+    if any(isinstance(e, ToolSearched) for e in result.events):
+        content.extend(_ordered_content(result))
+        if not result.tool_calls and not result.text:
+            content.append(TextBlock(""))  # as a stream ends: the answer always has a text block
+    else:
+        if result.reasoning:
+            content.append(ThinkingBlock(result.reasoning))
+        if result.text or not result.tool_calls:
+            content.append(TextBlock(result.text))
+        content.extend(_tool_use_block(c) for c in result.tool_calls)
     reason, sequence = stop_reason(result.finished, bool(result.tool_calls), window_room)
     return Message(
         id=message_id or new_id("msg_"),
@@ -198,6 +246,11 @@ def _event_items(event: Event, blocks: _Blocks) -> list[SSE]:
         out = blocks.start(_tool_use_block(event, with_input=False))
         out.append(blocks.delta(InputJsonDelta(event.arguments or "{}")))
         return [*out, *blocks.stop()]
+    if isinstance(event, ToolSearched):
+        use, result = _search_blocks(event, with_input=False)
+        out = blocks.start(use)
+        out.append(blocks.delta(InputJsonDelta(event.call.arguments or "{}")))
+        return [*out, *blocks.start(result), *blocks.stop()]
     return []
 
 

@@ -22,6 +22,7 @@ from tinytitan.engine.passes.server_side import note_turn
 from tinytitan.engine.request import (
     ChatRequest,
     Message,
+    Part,
     ReasoningControls,
     Tool,
     ToolChoice,
@@ -30,6 +31,7 @@ from tinytitan.engine.request import (
 
 from .protocol import ContentBlock, InputMessage, MessagesRequest, ThinkingConfig
 from .protocol import ToolChoice as WireToolChoice
+from .tool_search import reference_parts, segments, tool_of
 
 __all__ = ["to_chat_request"]
 
@@ -66,35 +68,46 @@ def _system_texts(system: str | list[ContentBlock] | None, param: str = "system"
     return texts
 
 
-def _tool_result_text(block: ContentBlock, where: str) -> str:
+def _tool_result_content(block: ContentBlock, where: str) -> str | tuple[Part, ...]:
+    """A tool_result's text; with ``tool_reference`` blocks, its text and one reference part each."""
     content = block.content
     if content is None:
         text = ""
     elif isinstance(content, str):
         text = content
+    elif isinstance(content, ContentBlock):
+        raise InvalidRequest("tool_result content must be a string or a list of blocks", param=f"{where}.content")
     else:
         parts: list[str] = []
         for k, inner in enumerate(content):
+            if inner.type == "tool_reference":
+                continue
             if inner.type != "text":
                 raise _unsupported(inner.type, f"{where}.content[{k}]")
             parts.append(inner.text or "")
         text = "\n".join(parts)
-    return f"Error: {text}" if block.is_error else text
+    text = f"Error: {text}" if block.is_error else text
+    references = reference_parts(content, where, text) if isinstance(content, list) else None
+    return text if references is None else references
 
 
-_HOME = {"tool_use": ("assistant", "invalid_tool_call"), "tool_result": ("user", "invalid_tool_result")}
+_HOME = {
+    "tool_use": ("assistant", "invalid_tool_call"),
+    "server_tool_use": ("assistant", "invalid_tool_call"),
+    "tool_result": ("user", "invalid_tool_result"),
+}
 T = TypeVar("T")
 
 
 def _sort_blocks(
-    blocks: list[ContentBlock], where: str, keep: Mapping[str, Callable[[ContentBlock, str], T]]
+    blocks: list[ContentBlock], where: str, keep: Mapping[str, Callable[[ContentBlock, str], T]], first: int = 0
 ) -> tuple[list[str], list[T]]:
     """A turn's text, and its ``keep`` blocks read by their readers, in order; thinking blocks the turn
     does not keep are skipped, blocks of the other side (``tool_use`` from a user) and non-text ones
-    refused."""
+    refused. ``first``: the index of ``blocks[0]`` in its message."""
     texts: list[str] = []
     kept: list[T] = []
-    for j, block in enumerate(blocks):
+    for j, block in enumerate(blocks, first):
         here = f"{where}.content[{j}]"
         if block.type == "text":
             texts.append(block.text or "")
@@ -114,10 +127,11 @@ def _tool_result(block: ContentBlock, here: str) -> Message:
             "a tool_result block needs a tool_use_id", param=f"{here}.tool_use_id", code="invalid_tool_result"
         )
     source = Source(here, {"tool_call_id": "tool_use_id"})
-    return Message("tool", _tool_result_text(block, here), tool_call_id=block.tool_use_id, source=source)
+    return Message("tool", _tool_result_content(block, here), tool_call_id=block.tool_use_id, source=source)
 
 
 def _tool_use(block: ContentBlock, here: str) -> ToolCall:
+    """A ``tool_use`` block, or a ``server_tool_use`` one (a search the server ran: its result follows)."""
     args = {} if block.input is None else block.input
     if not isinstance(args, dict):
         raise InvalidRequest(
@@ -139,9 +153,13 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
     return messages
 
 
-def _assistant_message(blocks: list[ContentBlock], where: str) -> Message:
-    readers: dict[str, Callable[[ContentBlock, str], ToolCall | str]] = {"tool_use": _tool_use, "thinking": _thought}
-    texts, kept = _sort_blocks(blocks, where, readers)
+def _assistant_message(blocks: list[ContentBlock], where: str, first: int = 0) -> Message:
+    readers: dict[str, Callable[[ContentBlock, str], ToolCall | str]] = {
+        "tool_use": _tool_use,
+        "server_tool_use": _tool_use,
+        "thinking": _thought,
+    }
+    texts, kept = _sort_blocks(blocks, where, readers, first)
     calls = tuple(item for item in kept if isinstance(item, ToolCall))
     # thoughts sent back go to the template, which renders them where it keeps them (reference §5)
     reasoning = "".join(item for item in kept if isinstance(item, str)) or None
@@ -212,7 +230,11 @@ def _messages(wire: list[InputMessage], system: list[str], *, session: bool = Fa
                 blocks = blocks[cut[1] + 1 :]
                 if not blocks:
                     continue
-            turns.append(_assistant_message(blocks, where))
+            for first, end, result in segments(blocks, where):  # cut after each search result
+                if end > first or result is None:
+                    turns.append(_assistant_message(blocks[first:end], where, first))
+                if result is not None:
+                    turns.append(result)
         else:
             raise InvalidRequest(
                 f"unknown role '{message.role}'; expected user or assistant",
@@ -226,17 +248,8 @@ def _messages(wire: list[InputMessage], system: list[str], *, session: bool = Fa
 
 
 def _tools(wire: MessagesRequest) -> tuple[Tool, ...]:
-    tools: list[Tool] = []
-    for i, t in enumerate(wire.tools or ()):
-        if t.type not in (None, "custom"):
-            raise InvalidRequest(
-                f"tools of type '{t.type}' are not supported; only custom tools {{name, description, input_schema}}",
-                param=f"tools[{i}].type",
-                code="unsupported_tool",
-            )
-        source = Source(f"tools[{i}]", {"parameters": "input_schema"})
-        tools.append(Tool(name=t.name, description=t.description or "", parameters=t.input_schema, source=source))
-    return tuple(tools)
+    """Custom tools (deferred or not) and the tool search server tools (``tool_search``)."""
+    return tuple(tool_of(t, i) for i, t in enumerate(wire.tools or ()))
 
 
 def _tool_choice(choice: WireToolChoice | None) -> ToolChoice | None:

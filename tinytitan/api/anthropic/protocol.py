@@ -28,15 +28,20 @@ class ContentBlock(msgspec.Struct, omit_defaults=True):
 
     type: str
     text: str | None = None  # text
-    id: str | None = None  # tool_use
-    name: str | None = None  # tool_use
-    input: Any = None  # tool_use: a JSON object
-    tool_use_id: str | None = None  # tool_result
-    content: str | list[ContentBlock] | None = None  # tool_result
+    id: str | None = None  # tool_use, server_tool_use
+    name: str | None = None  # tool_use, server_tool_use
+    input: Any = None  # tool_use, server_tool_use: a JSON object
+    tool_use_id: str | None = None  # tool_result, tool_search_tool_result
+    # tool_result: text or blocks; tool_search_tool_result: one tool_search_tool_search_result or error block
+    content: str | list[ContentBlock] | ContentBlock | None = None
     is_error: bool | None = None  # tool_result
     thinking: str | None = None  # thinking
     signature: str | None = None  # thinking
     data: str | None = None  # redacted_thinking
+    tool_name: str | None = None  # tool_reference
+    tool_references: list[ContentBlock] | None = None  # tool_search_tool_search_result
+    error_code: str | None = None  # tool_search_tool_result_error
+    error_message: str | None = None  # tool_search_tool_result_error
 
 
 class InputMessage(msgspec.Struct, omit_defaults=True):
@@ -48,7 +53,8 @@ class ToolDefinition(msgspec.Struct, omit_defaults=True):
     name: str = ""
     description: str | None = None
     input_schema: Any = None
-    type: str | None = None  # absent or "custom"; built-in types (bash_20250124, ...) are refused
+    type: str | None = None  # absent, "custom" or a tool search (tool_search_tool_regex_20251119, ...)
+    defer_loading: bool | None = None  # left out of the prompt until a search or tool_reference reveals it
 
 
 class ToolChoice(msgspec.Struct, omit_defaults=True):

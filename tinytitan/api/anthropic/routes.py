@@ -10,7 +10,7 @@ from litestar.response import ServerSentEvent
 
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import request_id_of
-from tinytitan.api.request_io import read_json
+from tinytitan.api.request_io import loop_guarded, read_json
 from tinytitan.api.streaming import answer
 from tinytitan.engine.passes.server_side import is_due
 from tinytitan.engine.request import ChatRequest
@@ -37,7 +37,7 @@ async def _chat_request(
         request_id=request_id_of(request.scope),
         workspace=request.headers.get("x-tinytitan-workspace"),
     )
-    return chat, read_edits(wire.context_management, chat.model)
+    return loop_guarded(chat, request.headers), read_edits(wire.context_management, chat.model)
 
 
 class MessagesController(Controller):

@@ -31,6 +31,7 @@ __all__ = [
     "MessageStop",
     "MessagesUsage",
     "Ping",
+    "ServerToolUseBlock",
     "SignatureDelta",
     "StopDelta",
     "TextBlock",
@@ -39,6 +40,10 @@ __all__ = [
     "ThinkingDelta",
     "TokenCount",
     "TokenCountContext",
+    "ToolReference",
+    "ToolSearchError",
+    "ToolSearchResult",
+    "ToolSearchToolResultBlock",
     "ToolUseBlock",
 ]
 
@@ -65,7 +70,38 @@ class CompactionBlock(Tagged, tag="compaction"):
     content: str | None = None
 
 
-ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock | CompactionBlock
+class ServerToolUseBlock(Tagged, tag="server_tool_use"):
+    """A tool search the server ran (``srvtoolu_…``); ``input`` is ``{}`` at ``content_block_start``,
+    its JSON follows in one ``input_json_delta``."""
+
+    id: str
+    name: str
+    input: Any
+
+
+class ToolReference(Tagged, tag="tool_reference"):
+    tool_name: str
+
+
+class ToolSearchResult(Tagged, tag="tool_search_tool_search_result"):
+    tool_references: list[ToolReference]
+
+
+class ToolSearchError(Tagged, tag="tool_search_tool_result_error"):
+    error_code: str
+    error_message: str | None = None
+
+
+class ToolSearchToolResultBlock(Tagged, tag="tool_search_tool_result"):
+    """A search's result, whole (at ``content_block_start``): the tools it found, or why it failed."""
+
+    tool_use_id: str
+    content: ToolSearchResult | ToolSearchError
+
+
+ContentBlock = (
+    TextBlock | ThinkingBlock | ToolUseBlock | CompactionBlock | ServerToolUseBlock | ToolSearchToolResultBlock
+)
 
 
 class IterationUsage(Tagged):

@@ -8,7 +8,7 @@ from tinytitan.api.errors import openai_error
 from tinytitan.api.sse import SSE
 from tinytitan.api.wire import UNSET, UnsetType
 from tinytitan.engine.errors import TinyTitanError
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, ToolSearched, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.request import new_id
 
@@ -96,6 +96,8 @@ class ChatStream:
         if isinstance(event, ToolCall):
             self.calls += 1
             return [self._chunk(Delta(tool_calls=[_call_object(event, self.calls - 1)]))]
+        if isinstance(event, ToolSearched):
+            return []  # Chat Completions has no server tools: its mapper never offers a search
         out = [self._chunk(Delta(), finish_reason(event, self.calls > 0))]
         if self.include_usage:
             out.append(SSE(self._frame([], usage_object(event.usage))))

@@ -8,7 +8,7 @@ from litestar import Controller, Request, Response, post
 from litestar.response import ServerSentEvent
 
 from tinytitan.api.deps import EngineDep
-from tinytitan.api.request_io import read_json
+from tinytitan.api.request_io import loop_guarded, read_json
 from tinytitan.api.streaming import answer
 
 from .encode import ChatStream
@@ -27,7 +27,9 @@ class ChatCompletionsController(Controller):
         self, request: Request[Any, Any, Any], engine: EngineDep
     ) -> Response[ChatCompletion] | ServerSentEvent:
         wire = await read_json(request, ChatCompletionRequest)
-        chat = to_chat_request(wire, workspace=request.headers.get("x-tinytitan-workspace"))
+        chat = loop_guarded(
+            to_chat_request(wire, workspace=request.headers.get("x-tinytitan-workspace")), request.headers
+        )
         job = await engine.prepare(chat)
         encoder = ChatStream(job.request.model_id, include_usage=bool(chat.include_usage))
         return await answer(request, job, encoder, stream=chat.stream)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -18,13 +19,14 @@ from tinytitan.api.errors import openai_error
 from tinytitan.api.sse import SSE
 from tinytitan.api.wire import UNSET, Tagged, kind
 from tinytitan.engine.errors import TinyTitanError
-from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, ToolSearched, Usage
 from tinytitan.engine.job import Completion
 from tinytitan.engine.passes.compaction import CompactionResult
 from tinytitan.engine.request import new_id
 
 from .mapping import new_item_id
 from .shell import response_shell
+from .tool_search import SearchItems
 from .wire import (
     Compaction,
     CompactionItem,
@@ -62,6 +64,7 @@ from .wire import (
     ResponseQueued,
     ResponsesUsage,
     SummaryText,
+    ToolSearchCallItem,
 )
 
 __all__ = [
@@ -94,9 +97,13 @@ def _never() -> bool:
 class OutputBuilder:
     """Accumulates output items from engine events; each step returns the stream events it implies."""
 
-    def __init__(self, shell: Response, waiting: Callable[[], bool] | None = None) -> None:
-        """``waiting``: whether the request still waits for a slot in the queue (none: it never does)."""
+    def __init__(
+        self, shell: Response, waiting: Callable[[], bool] | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> None:
+        """``waiting``: whether the request still waits for a slot in the queue (none: it never does);
+        ``tools``: the request's tools as sent (what a tool search's items say of them)."""
         self.response = shell
+        self.searches = SearchItems(tools)
         self._waiting = waiting or _never
         self.queued = False
         self.output: list[OutputItem] = shell.output
@@ -291,14 +298,17 @@ class OutputBuilder:
         if isinstance(event, TextDelta):
             return running + (self._delta(MessageItem, event.text) if event.text else [])
         if isinstance(event, ToolCall):
-            return running + self._call(event)
+            searching = self.searches.client_call(event)  # a call to the client's own tool_search
+            return running + (self._call(event) if searching is None else self._close() + self.whole(searching))
+        if isinstance(event, ToolSearched):  # a search the server ran: its call and what it found
+            return running + self._close() + [e for item in self.searches.ran(event) for e in self.whole(item)]
         return running + self.finish(event)
 
     def finish(self, finished: Finished) -> list[Tagged]:
         incomplete = finished.reason == "length"
         status = "incomplete" if incomplete else "completed"  # the item the cap cut says so too
         events = self._close(status)
-        if not any(isinstance(item, (MessageItem, FunctionCallItem, CustomToolCallItem)) for item in self.output):
+        if not any(self._answers(item) for item in self.output):
             events += self._ensure_open(MessageItem)  # an answer with no text is an empty message
             events += self._close(status)
         response = self.response
@@ -308,6 +318,12 @@ class OutputBuilder:
         response.usage = usage_object(finished.usage + self.spent)
         end = ResponseIncomplete if incomplete else ResponseCompleted
         return [*events, end(sequence_number=self._seq(), response=self._snapshot())]
+
+    @staticmethod
+    def _answers(item: OutputItem) -> bool:
+        """An item that answers: a message, or a call the client runs (a client's tool search too)."""
+        client_search = isinstance(item, ToolSearchCallItem) and item.execution == "client"
+        return isinstance(item, (MessageItem, FunctionCallItem, CustomToolCallItem)) or client_search
 
     def whole(self, item: OutputItem) -> list[Tagged]:
         """An item that comes whole (a compaction item): ``output_item.added`` and ``.done`` at once."""

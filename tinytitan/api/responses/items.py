@@ -27,6 +27,8 @@ __all__ = [
     "InputItemList",
     "InputMessageItem",
     "InputReasoningItem",
+    "InputToolSearchCallItem",
+    "InputToolSearchOutputItem",
     "OutputTextPart",
     "ReasoningText",
     "RefusalPart",
@@ -124,12 +126,34 @@ class InputCompactionItem(Tagged, tag="compaction", kw_only=True):
     created_by: str | UnsetType = UNSET
 
 
+class InputToolSearchCallItem(Tagged, tag="tool_search_call", kw_only=True):
+    """A tool search the model called (issue 39): run by the server, or by the client (Codex)."""
+
+    id: str
+    call_id: str | UnsetType | None = UNSET
+    execution: str | UnsetType = UNSET
+    arguments: Any = UNSET
+    status: str | UnsetType | None = UNSET
+
+
+class InputToolSearchOutputItem(Tagged, tag="tool_search_output", kw_only=True):
+    """What a tool search found: the definitions of the tools it loaded (functions, namespaces)."""
+
+    id: str
+    call_id: str | UnsetType | None = UNSET
+    execution: str | UnsetType = UNSET
+    tools: list[dict[str, Any]]
+    status: str | UnsetType | None = UNSET
+
+
 InputItem = (
     InputMessageItem
     | InputFunctionCallItem
     | InputFunctionCallOutputItem
     | InputReasoningItem
     | InputCompactionItem
+    | InputToolSearchCallItem
+    | InputToolSearchOutputItem
     | InputCustomToolCallItem
     | InputCustomToolCallOutputItem
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tinytitan.api.shapes import custom_format, format_request, openai_tool_choice, sampling_of
+from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.passes.payload import decode_payload, summary_preamble
@@ -37,9 +37,20 @@ from .items import (
     InputItem,
     InputMessageItem,
     InputReasoningItem,
+    InputToolSearchCallItem,
+    InputToolSearchOutputItem,
     RefusalPart,
 )
 from .protocol import ResponsesRequest
+from .tool_search import (
+    check_call_item,
+    check_output_item,
+    output_message,
+    output_tools,
+    search_call,
+    with_loaded,
+)
+from .tools import map_tools
 
 __all__ = [
     "ALLOWED_INCLUDE",
@@ -66,6 +77,8 @@ _ID_PREFIX = {
     "function_call_output": "fco",
     "reasoning": "rs",
     "compaction": "cmp",
+    "tool_search_call": "tsc",
+    "tool_search_output": "tso",
     "custom_tool_call": "ctc",
     "custom_tool_call_output": "ctco",
 }
@@ -86,6 +99,8 @@ class MappedInput:
     items: list[InputItem] = field(default_factory=list)  # the items, parsed (ids filled)
     thought: str | None = None  # a replayed reasoning item, for the assistant turn that follows it
     cut: bool = False  # a server-side compaction note replaced the conversation before it
+    found: list[Tool] = field(default_factory=list)  # tools tool_search_output items loaded (deferred)
+    searching: list[str] = field(default_factory=list)  # tool_search_call ids no output answered yet
 
     def extend(self, other: MappedInput) -> None:
         if other.cut:  # the note in ``other`` stands for everything before it, here too
@@ -94,6 +109,7 @@ class MappedInput:
         self.notes += other.notes
         self.messages += other.messages
         self.items += other.items
+        self.found += other.found
 
 
 def _kind(item: dict[str, Any], where: str) -> str:
@@ -209,6 +225,10 @@ def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputIte
     elif kind == "function_call_output":
         _check_content(item.get("output"), f"{where}.output")
         _string(item, "call_id", where)
+    elif kind == "tool_search_call":
+        check_call_item(item, where)
+    elif kind == "tool_search_output":
+        check_output_item(item, where)
     elif kind == "custom_tool_call":
         if not isinstance(item.get("input"), str):
             raise InvalidRequest("a custom tool call's input must be a string", param=f"{where}.input")
@@ -250,6 +270,18 @@ def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
         mapped.messages.append(Message("tool", output, tool_call_id=item.call_id, source=source))
     elif isinstance(item, InputReasoningItem):
         mapped.thought = _thought_text(item) or None  # the next assistant turn carries it to the template
+    elif isinstance(item, InputToolSearchCallItem):
+        call = search_call(item, where)
+        mapped.searching.append(call.id)
+        _add_call(mapped, call, where)
+    elif isinstance(item, InputToolSearchOutputItem):
+        answered = item.call_id if isinstance(item.call_id, str) and item.call_id else None
+        call_id = answered or (mapped.searching[-1] if mapped.searching else item.id)
+        if call_id in mapped.searching:
+            mapped.searching.remove(call_id)
+        found = output_tools(item, where)
+        mapped.found += found
+        mapped.messages.append(output_message(item, call_id, where, found))
     else:  # a compaction note
         body = decode_payload(item.encrypted_content, param=f"{where}.encrypted_content")
         if body.get("prunes") is True:  # server-side compaction's: it replaces the conversation before it
@@ -282,51 +314,6 @@ def map_items(items: Sequence[InputItem], *, param: str) -> MappedInput:
     for i, item in enumerate(items):
         _map_item(mapped, item, f"{param}[{i}]")
     return mapped
-
-
-def _function(tool: dict[str, Any], namespace: str | None, where: str) -> Tool:
-    name = tool.get("name")
-    description = tool.get("description")
-    return Tool(
-        name=name if isinstance(name, str) else "",
-        description=description if isinstance(description, str) else "",
-        parameters=tool.get("parameters"),
-        namespace=namespace,
-        source=Source(where),
-    )
-
-
-def _custom(tool: dict[str, Any], where: str) -> Tool:
-    name, description = tool.get("name"), tool.get("description")
-    return Tool(
-        name=name if isinstance(name, str) else "",
-        description=description if isinstance(description, str) else "",
-        type="custom",
-        source=Source(where),
-        format=custom_format(tool.get("format"), param=f"{where}.format"),
-    )
-
-
-def map_tools(tools: list[dict[str, Any]] | None) -> tuple[Tool, ...]:
-    """``function`` and ``custom`` tools reach the model; ``namespace`` tools are flattened; hosted
-    types left out."""
-    out: list[Tool] = []
-    for i, tool in enumerate(tools or ()):
-        kind = tool.get("type", "function")
-        if kind == "function":
-            out.append(_function(tool, None, f"tools[{i}]"))
-        elif kind == "custom":
-            out.append(_custom(tool, f"tools[{i}]"))
-        elif kind == "namespace":
-            name = tool.get("name") if isinstance(tool.get("name"), str) else None
-            for j, inner in enumerate(tool.get("tools") or ()):
-                if isinstance(inner, dict) and inner.get("type", "function") == "function":
-                    out.append(_function(inner, name, f"tools[{i}].tools[{j}]"))
-                elif isinstance(inner, dict) and inner.get("type") == "custom":
-                    out.append(replace(_custom(inner, f"tools[{i}].tools[{j}]"), namespace=name))
-        # web_search, file_search, code_interpreter, mcp, image_generation, computer use, shell,
-        # local_shell, tool_search: nothing here runs them; left out of the prompt, not refused
-    return tuple(out)
 
 
 def _refuse(wire: ResponsesRequest) -> None:
@@ -391,7 +378,7 @@ def to_chat_request(
     chat = ChatRequest(
         model=wire.model,
         messages=tuple(messages),
-        tools=map_tools(wire.tools),
+        tools=with_loaded(map_tools(wire.tools), conversation.found),
         tool_choice=openai_tool_choice(wire.tool_choice),
         sampling=sampling_of(wire),
         max_tokens=wire.max_output_tokens,

@@ -45,6 +45,7 @@ class ResponsesController(Controller):
             resolve=store.find_item,
             on_done=store.remember,
             workspace=request.headers.get("x-tinytitan-workspace"),
+            loop_guard=request.headers,
         )
         return await turn.respond(request)
 

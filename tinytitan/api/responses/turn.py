@@ -13,7 +13,7 @@ HTTP answer (``respond``). ``close`` frees what it holds, however the turn ended
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -21,7 +21,7 @@ import msgspec
 from litestar import Request, Response
 from litestar.response import ServerSentEvent
 
-from tinytitan.api.request_io import until_disconnect
+from tinytitan.api.request_io import loop_guarded, until_disconnect
 from tinytitan.api.sse import SSE, sse_response
 from tinytitan.api.streaming import answer, encode_stream
 from tinytitan.api.wire import Tagged
@@ -142,6 +142,7 @@ async def start_turn(
     resolve: Resolver,
     on_done: Finished,
     workspace: str | None = None,
+    loop_guard: Mapping[str, str] | None = None,
     streaming: bool | None = None,
     generate: bool = True,
 ) -> Turn:
@@ -155,6 +156,7 @@ async def start_turn(
     if streaming is None:
         streaming = bool(wire.stream)
     chat, current = to_chat_request(wire, history=history, resolve=resolve, workspace=workspace)
+    chat = loop_guarded(chat, loop_guard or {})  # the request's (or the WebSocket upgrade's) headers
     store = wire.store is not False
     if not generate:  # every refusal a generation would meet (routing, validation, the context window)
         # a warm-up runs nothing, a compaction_trigger included: it is checked as the conversation
@@ -185,12 +187,13 @@ async def start_turn(
     if threshold is not None and await is_due(engine, chat, threshold):
         served = engine.route(chat.model)[0]
         shell = response_shell(wire, model=served, sampling=chat.sampling, store=store)
-        encoder = ResponsesStream(OutputBuilder(shell), lambda response: on_done(response, current.items, history))
+        builder = OutputBuilder(shell, tools=wire.tools)
+        encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return CompactingTurn(engine, replace(chat, stream=streaming), encoder, streaming)
     job = await engine.prepare(replace(chat, stream=streaming))
     with job.closed_on_error():
         shell = response_shell(wire, model=job.request.model_id, sampling=job.request.sampling, store=store)
-        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job))
+        builder = OutputBuilder(shell, waiting=_waiting_for_a_slot(engine, job), tools=wire.tools)
         encoder = ResponsesStream(builder, lambda response: on_done(response, current.items, history))
         return GenerationTurn(job, encoder, streaming)
 

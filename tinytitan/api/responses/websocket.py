@@ -304,6 +304,7 @@ class ResponsesSocket:
                 resolve=self.store.find_item,
                 on_done=self._done,
                 workspace=self.workspace,
+                loop_guard=self.socket.headers,
                 streaming=True,
                 generate=generate,
             )

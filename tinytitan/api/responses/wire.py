@@ -57,6 +57,8 @@ __all__ = [
     "ResponsesUsage",
     "SocketError",
     "SummaryText",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
 ]
 
 
@@ -117,7 +119,36 @@ class CompactionItem(Tagged, tag="compaction"):
     created_by: str = "tinytitan"
 
 
-OutputItem = ReasoningItem | MessageItem | FunctionCallItem | CustomToolCallItem | CompactionItem
+class ToolSearchCallItem(Tagged, tag="tool_search_call", kw_only=True):
+    """A tool search the model called (issue 39): ``execution`` ``server`` (run here, its output item
+    follows) or ``client`` (the client runs it and sends a ``tool_search_output`` back)."""
+
+    id: str
+    call_id: str | None
+    execution: str
+    status: str = "completed"
+    arguments: Any
+
+
+class ToolSearchOutputItem(Tagged, tag="tool_search_output", kw_only=True):
+    """What a search the server ran found: the tools' definitions, deferred (namespaces as sent)."""
+
+    id: str
+    call_id: str | None
+    execution: str = "server"
+    status: str = "completed"
+    tools: list[dict[str, Any]]
+
+
+OutputItem = (
+    ReasoningItem
+    | MessageItem
+    | FunctionCallItem
+    | CustomToolCallItem
+    | CompactionItem
+    | ToolSearchCallItem
+    | ToolSearchOutputItem
+)
 
 
 # -- the response object -----------------------------------------------------------------------

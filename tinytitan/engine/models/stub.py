@@ -30,8 +30,9 @@ __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
 
 _MARK = r"<\|?/?[A-Za-z_]+\|?>"
 _TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
-_WHEN_KEYS = {"last_role", "last_tool", "user_contains", "has_tools", "model", "stream"}
+_WHEN_KEYS = {"last_role", "last_tool", "user_contains", "has_tools", "model", "stream", "revealed"}
 _REPLY_KEYS = {
+    "search",
     "text",
     "reasoning",
     "prefill_ms",
@@ -87,10 +88,28 @@ def _matches(when: dict[str, Any], request: ValidatedRequest) -> bool:
         return False
     if "stream" in when and bool(request.request.stream) != bool(when["stream"]):
         return False
+    if "revealed" in when and when["revealed"] not in {t.name for t in request.revealed}:
+        return False
     return not ("model" in when and request.request.model != when["model"])
 
 
-def raw_reply(reply: dict[str, Any], *, thinking: bool) -> str:
+CLIENT_SEARCH_TOOLS = ("tool_search", "ToolSearch")  # Codex's and Claude Code's own (client-run) searches
+
+
+def search_call(query: str, request: ValidatedRequest) -> dict[str, Any]:
+    """A scripted ``search``: a call to the tool search the request offers — one the server runs (a
+    regex ``pattern`` or a ``query``), else a client's own (Codex's ``tool_search``, Claude Code's
+    ``ToolSearch``: a ``query``)."""
+    for tool in request.tools:
+        if tool.search is not None:
+            return {"name": tool.name, "arguments": {"pattern" if tool.search == "regex" else "query": query}}
+    for tool in request.tools:
+        if tool.name in CLIENT_SEARCH_TOOLS:
+            return {"name": tool.name, "arguments": {"query": query}}
+    raise GenerationFailed("stub script reply searches, but the request offers no tool search")
+
+
+def raw_reply(reply: dict[str, Any], *, thinking: bool, request: ValidatedRequest | None = None) -> str:
     """The reply in the model family's own text format."""
     if "raw" in reply:
         return str(reply["raw"])
@@ -98,7 +117,10 @@ def raw_reply(reply: dict[str, Any], *, thinking: bool) -> str:
     if reply.get("reasoning") and thinking:
         out += f"<think>\n{reply['reasoning']}\n</think>\n\n"
     out += str(reply.get("text", ""))
-    for call in reply.get("tool_calls", []):
+    calls = list(reply.get("tool_calls", []))
+    if "search" in reply and request is not None:
+        calls.insert(0, search_call(str(reply["search"]), request))
+    for call in calls:
         body = json.dumps({"name": call["name"], "arguments": _arguments(call)}, ensure_ascii=False)
         out += f"\n<tool_call>\n{body}\n</tool_call>"
     return out
@@ -202,6 +224,8 @@ class StubBackend(Backend):
                     for t in request.turns
                 ],
                 "tools": [_recorded_tool(t) for t in request.tools],
+                "deferred": [t.name for t in request.deferred],
+                "revealed": [t.name for t in request.revealed],
                 "tool_choice": request.tool_choice,
                 "sampling": {k: getattr(request.sampling, k) for k in (*(knob.name for knob in KNOBS), "seed")},
                 "sampling_from": dict(request.sampling_from),
@@ -239,7 +263,7 @@ class StubBackend(Backend):
             cached = self._cached_prefix(list(row.tokens))
         reply = self._reply_for(request)
         check_reply(reply, request)
-        tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off")))
+        tokens = stub_tokens(raw_reply(reply, thinking=request.reasoning_level not in (None, "off"), request=request))
         delay = float(reply.get("chunk_delay_ms", 0)) / 1000
         first = time.monotonic() + float(reply.get("prefill_ms", 0)) / 1000 + delay  # a slow first token
         fail_after = reply.get("fail_after_events")

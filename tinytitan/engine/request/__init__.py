@@ -47,7 +47,8 @@ def new_request_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """A content part; only ``text`` parts reach a model."""
+    """A content part; only ``text`` parts reach a model — and, in a tool message, ``tool_reference``
+    parts (``text`` is the tool's name), which the validator expands into the tool's definition."""
 
     type: str
     text: str | None = None
@@ -83,7 +84,10 @@ class Freeform:
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A function tool (``parameters``: its JSON schema), or a ``custom`` (freeform) tool: one whose
-    input is text in its ``format`` (issue 38)."""
+    input is text in its ``format`` (issue 38). ``deferred`` (``defer_loading``): left out of the
+    prompt's tool list until the conversation reveals it (``request/deferred.py``). ``search``: a tool
+    search the server runs itself (``regex``, ``bm25`` or ``openai``; ``tool_search/``), None for a
+    client's tool."""
 
     name: str
     description: str = ""
@@ -91,6 +95,9 @@ class Tool:
     namespace: str | None = None
     type: str = "function"
     source: Source | None = None
+    deferred: bool = False
+    search: str | None = None
+    namespace_description: str | None = None  # what a namespace says of its tools (Responses)
     format: Freeform | None = None  # a custom tool's input format
 
     @property
@@ -180,6 +187,7 @@ class ChatRequest:
     include_usage: bool | None = None
     workspace: str | None = None
     internal: bool = False  # the server's own pass (compaction): memory never decorates it
+    loop_guard: bool = False  # watch for a verbatim loop even under a cap of its own (``loops.py``)
     request_id: str = field(default_factory=new_request_id)
     messages_param: str = "messages"
     cap_param: str = "max_tokens"
@@ -240,10 +248,17 @@ class ValidatedRequest:
     forced_tool: str | None = None  # name when a specific function is forced
     sampling_from: dict[str, str] = field(default_factory=dict)  # where each sampling value came from
     tool_calls: bool = True  # the model's ``ModelInfo.tool_calls``
+    deferred: tuple[Tool, ...] = ()  # tools left out of the prompt until revealed (``request/deferred.py``)
+    revealed: tuple[Tool, ...] = ()  # the deferred tools the conversation revealed: callable, not in ``tools``
 
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+    @property
+    def callable_tools(self) -> tuple[Tool, ...]:
+        """What the model may call: the tools its prompt lists, and the deferred ones revealed so far."""
+        return self.tools + self.revealed
 
 
 _TOOL_SPELLING = {"name": "function.name", "parameters": "function.parameters"}

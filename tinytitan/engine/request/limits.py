@@ -11,10 +11,29 @@ from typing import Any
 
 from tinytitan.engine.errors import InvalidRequest
 
-__all__ = ["MAX_SCHEMA_DEPTH", "MAX_TOOLS", "check_schema_depth", "output_budget", "schema_depth"]
+__all__ = [
+    "MAX_SCHEMA_DEPTH",
+    "MAX_TOOLS",
+    "PLANNING_CAP",
+    "check_schema_depth",
+    "output_budget",
+    "planning_cap",
+    "schema_depth",
+]
 
 MAX_TOOLS = 512
 MAX_SCHEMA_DEPTH = 64  # nesting of objects/arrays in a JSON schema ({} is depth 1)
+
+
+PLANNING_CAP = 32_000  # what Claude Code asks for by default
+
+
+def planning_cap(window: int) -> int:
+    """The output cap a model listing publishes (``max_output_tokens``, Anthropic's ``max_tokens``,
+    Codex's catalog): a quarter of the window, at most 32,000 tokens — a number a client plans its
+    compaction with (the window less it is the prompt's room), not a limit the server enforces: a
+    request may still ask for up to the window."""
+    return max(1, min(PLANNING_CAP, window // 4))
 
 
 def output_budget(cap: int, window: int, prompt_tokens: int, used: int = 0) -> int:

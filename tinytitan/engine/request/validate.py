@@ -18,11 +18,13 @@ from tinytitan.engine.request import (
     ModelInfo,
     Sampling,
     Source,
+    Tool,
     ToolCall,
     Turn,
     ValidatedRequest,
 )
 from tinytitan.engine.request.defaults import REQUEST, applied_defaults
+from tinytitan.engine.request.deferred import REFERENCE, expand_references, split_tools
 from tinytitan.engine.request.limits import MAX_SCHEMA_DEPTH, MAX_TOOLS
 from tinytitan.engine.request.output_format import parse_output_format
 from tinytitan.engine.request.reasoning import resolve_level
@@ -41,8 +43,9 @@ _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 
 def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
     _check_refusals(request)
-    system, turns = _check_messages(request)
-    tools, tool_choice, forced = check_tool_choice(request, check_tools(request, model), model)
+    system, turns, revealed = _check_messages(request)
+    tools, deferred = split_tools(check_tools(request, model))
+    tools, tool_choice, forced = check_tool_choice(request, tools, model)
     output_format = parse_output_format(request.output_format)
     sampling, sampling_from = _check_sampling(request, model)
     resolution = resolve_level(
@@ -52,12 +55,13 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
         request_id=request.request_id,
         force_off=_force_off(output_format is not None, tool_choice),
     )
+    callable_now = tool_choice != "none" and model.tool_calls  # no syntax: no tools in its prompt
     return ValidatedRequest(
         request=request,
         model_id=model.id,
         system=system,
         turns=turns,
-        tools=tools if tool_choice != "none" and model.tool_calls else (),  # no syntax: no tools in its prompt
+        tools=tools if callable_now else (),
         tool_choice=tool_choice,
         sampling=sampling,
         stop=_check_stop(request),
@@ -68,6 +72,8 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
         forced_tool=forced,
         sampling_from=sampling_from,
         tool_calls=model.tool_calls,
+        deferred=deferred if callable_now else (),
+        revealed=tuple(t for t in revealed if t.deferred) if callable_now else (),
     )
 
 
@@ -103,7 +109,17 @@ def message_text(message: Message, where: Source) -> str:
     return "".join(texts)
 
 
-def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]:
+def _text(message: Message, where: Source, catalog: dict[str, Tool], revealed: list[Tool]) -> str:
+    """A message's text; a tool result's ``tool_reference`` parts are expanded (and what they name kept)."""
+    content = message.content
+    if message.role == "tool" and isinstance(content, tuple) and any(p.type == REFERENCE for p in content):
+        text, named = expand_references(message, where, catalog)
+        revealed.extend(t for t in named if t not in revealed)
+        return text
+    return message_text(message, where)
+
+
+def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...], tuple[Tool, ...]]:
     name = request.messages_param
     messages = request.messages
     if not messages:
@@ -118,6 +134,8 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
     turns: list[Turn] = []
     open_calls: dict[str, str] = {}  # id -> function name, awaiting a result
     seen_ids: set[str] = set()
+    catalog = {t.name: t for t in request.tools}
+    revealed: list[Tool] = []
     for i, message in enumerate(messages):
         where = message.source or Source(f"{name}[{i}]")
         role = message.role
@@ -127,7 +145,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
                 param=where.at("role"),
                 code="invalid_message",
             )
-        text = message_text(message, where)
+        text = _text(message, where, catalog, revealed)
         if role in ("system", "developer"):
             if turns:
                 raise InvalidRequest(
@@ -174,7 +192,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...]]
             param=name,
             code="invalid_tool_call",
         )
-    return ("\n\n".join(guidance) if guidance else None), tuple(turns)
+    return ("\n\n".join(guidance) if guidance else None), tuple(turns), tuple(revealed)
 
 
 def _check_calls(calls: tuple[ToolCall, ...], where: Source, seen: set[str]) -> tuple[ToolCall, ...]:
