@@ -53,7 +53,7 @@ def kv_budget_note(engine: Engine) -> str:
     budget = engine.kv_budget
     assert budget is not None
     return (
-        f"KV memory budget {size_text(budget.limit)} ({budget.source}) for the running requests and the prompt "
+        f"KV memory budget: {size_text(budget.limit)} ({budget.source}) for the running requests and the prompt "
         "cache together; a request that would pass it waits, one that never fits is refused"
     )
 
@@ -105,8 +105,6 @@ def ready_lines(engine: Engine, settings: Settings, distributed: Distributed | N
     from tinytitan.engine.request.defaults import describe_defaults
 
     lines = [banner(engine, settings)]
-    if engine.kv_budget is not None:
-        lines.append(kv_budget_note(engine))
     if distributed is not None:
         lines.append(f"TinyTitan {distributed.describe()}")
     if not engine.models.catalog and (note := engine.backend.note):  # why this model (the embedded one)
@@ -120,4 +118,6 @@ def ready_lines(engine: Engine, settings: Settings, distributed: Distributed | N
     elif settings.sampling_defaults:
         flags = ", ".join(f"{k} {v:g}" for k, v in settings.sampling_defaults.items())
         lines.append(f"Sampling defaults of every model: {flags} (serve flags); the rest are each model's")
+    if engine.kv_budget is not None:
+        lines.append(kv_budget_note(engine))
     return lines
