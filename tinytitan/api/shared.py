@@ -53,8 +53,9 @@ def _supported(value: bool) -> dict[str, bool]:
 
 def capabilities(info: ModelInfo) -> dict[str, Any]:
     """The Anthropic model object's ``capabilities``, every key the API defines, from what this server
-    does for the model: text only (no images, PDFs, citations, server tools, batches or code
-    execution); structured outputs enforced by a grammar; thinking when its template has a switch
+    does for the model: text only (no images, PDFs, citations, batches or code execution); server
+    tools where the model can call tools (the tool search tools run inside the request); structured
+    outputs enforced by a grammar; thinking when its template has a switch
     (``enabled`` maps its budget onto the model's levels, ``adaptive`` leaves the server default);
     ``output_config.effort`` is accepted but not acted on, so effort is not offered; context
     management: server-side compaction (``compact_20260112``) and ``clear_thinking_20251015`` are
@@ -74,7 +75,7 @@ def capabilities(info: ModelInfo) -> dict[str, Any]:
         "effort": {"supported": False, "low": no, "medium": no, "high": no, "max": no},
         "image_input": no,
         "pdf_input": no,
-        "server_tools": {"supported": False},
+        "server_tools": _supported(info.tool_calls is not False),
         "structured_outputs": _supported(True),
         "thinking": {"supported": thinks, "types": {"adaptive": _supported(thinks), "enabled": _supported(thinks)}},
     }

@@ -285,6 +285,7 @@ def test_models_in_the_anthropic_shape(server: LiveServer) -> None:
     thinking = {"supported": True, "types": {"adaptive": {"supported": True}, "enabled": {"supported": True}}}
     assert capabilities["thinking"] == thinking  # the stub's template has a thinking switch
     assert capabilities["effort"]["supported"] is False
+    assert capabilities["server_tools"] == {"supported": True}  # tool search runs here (the stub calls tools)
     one = httpx.get(server.url + f"/v1/models/{MODEL}-fast", headers=HEADERS)
     check_anthropic(one.json(), "ModelInfo")
     assert one.status_code == 200 and one.json()["type"] == "model" and one.json()["id"] == f"{MODEL}-fast"
