@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.events import Source, ToolCall
+from tinytitan.engine.request.images import Image
 
 __all__ = [
     "ChatRequest",
     "FormatRequest",
     "Freeform",
+    "Image",
     "Message",
     "ModelInfo",
     "OutputFormat",
@@ -47,12 +49,14 @@ def new_request_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """A content part; only ``text`` parts reach a model — and, in a tool message, ``tool_reference``
-    parts (``text`` is the tool's name), which the validator expands into the tool's definition."""
+    """A content part: ``text`` parts; in a tool message, ``tool_reference`` parts (``text`` is the
+    tool's name), which the validator expands into the tool's definition; and ``image`` parts
+    (``image``: the checked picture), which reach only a model with vision input."""
 
     type: str
     text: str | None = None
     source: Source | None = None
+    image: Image | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,14 +211,18 @@ class ModelInfo:
     forced_tool_calls: bool = False  # whether the backend can force a tool call
     freeform_grammars: bool = False  # whether its calls can hold a custom tool's input to a grammar
     tool_calls: bool = True  # whether it has a tool-call syntax (False: no tools or memory in its prompts)
+    vision: bool = False  # whether it takes images (a vision-language model, or a script that says so)
 
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """A validated conversation turn: role user / assistant / tool, text only."""
+    """A validated conversation turn: role user / assistant / tool. ``text`` is its whole text;
+    ``parts`` is empty for a text-only turn and, for a turn with images (vision models only), holds
+    its text pieces and ``Image`` objects in the client's order (their text joined is ``text``)."""
 
     role: str
     text: str = ""
+    parts: tuple[str | Image, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None  # for a tool turn: the function it answers
