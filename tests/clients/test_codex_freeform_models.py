@@ -14,13 +14,10 @@ held to the grammar by the engine; Codex parses it with its own parser and appli
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tinytitan.engine.grammar.freeform import accepts, compile_input
@@ -28,6 +25,7 @@ from tinytitan.testing import sse
 from tinytitan.testing.freeform import grammar
 
 from .conftest import Codex, StubServer, _start, _stop
+from .proxy import Proxy
 
 NARROW = (
     'start: "*** Begin Patch\\n*** Add File: tiny.txt\\n" line~1..3 "*** End Patch\\n"\nline: "+" /[a-z]{1,8}/ "\\n"\n'
@@ -45,64 +43,19 @@ DONE = {
 }
 
 
-class Proxy:
-    """Forwards Codex's requests to ``upstream``, adjusting the Responses bodies as the module says."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        self.bodies: list[dict[str, Any]] = []  # what the server was sent
-        self.answers: list[bytes] = []  # what it answered
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._forward(None)
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                self._forward(raw)
-
-            def _forward(self, raw: bytes | None) -> None:
-                if raw is not None and self.path.endswith("/responses"):
-                    raw = proxy.adjust(json.loads(raw))
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                with httpx.Client(timeout=600) as client:
-                    answer = client.request(self.command, proxy.upstream + self.path, content=raw, headers=headers)
-                if raw is not None and self.path.endswith("/responses"):
-                    proxy.answers.append(answer.content)
-                self.send_response(answer.status_code)
-                for key in ("content-type", "cache-control"):
-                    if key in answer.headers:
-                        self.send_header(key, answer.headers[key])
-                self.send_header("content-length", str(len(answer.content)))
-                self.end_headers()
-                self.wfile.write(answer.content)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def adjust(self, body: dict[str, Any]) -> bytes:
-        answered = any(isinstance(i, dict) and i.get("type") == "custom_tool_call_output" for i in body["input"])
-        if answered:
-            body["text"] = {**(body.get("text") or {}), "format": DONE}
-        else:
-            body["tool_choice"] = {"type": "custom", "name": "apply_patch"}
-            for tool in body["tools"]:
-                if tool.get("name") == "apply_patch":
-                    tool["format"] = {"type": "grammar", "syntax": "lark", "definition": NARROW}
-        self.bodies.append(body)
-        return json.dumps(body).encode()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def adjust(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Codex's first request forces the narrowed ``apply_patch`` call; the one after asks for ``DONE``."""
+    if not path.endswith("/responses"):
+        return None
+    answered = any(isinstance(i, dict) and i.get("type") == "custom_tool_call_output" for i in body["input"])
+    if answered:
+        body["text"] = {**(body.get("text") or {}), "format": DONE}
+    else:
+        body["tool_choice"] = {"type": "custom", "name": "apply_patch"}
+        for tool in body["tools"]:
+            if tool.get("name") == "apply_patch":
+                tool["format"] = {"type": "grammar", "syntax": "lark", "definition": NARROW}
+    return body
 
 
 @pytest.fixture(params=["qwen3", "qwen3-coder", "glm-4.7"])
@@ -122,7 +75,7 @@ def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def test_codex_applies_a_patch_a_tiny_model_wrote(family: StubServer, codex: Codex) -> None:
     codex.ws.timeout = 500
     catalog = _catalog(codex.ws.config, family.model)
-    proxy = Proxy(family.url)
+    proxy = Proxy(family.url, adjust)
     try:
         run = codex.run(
             StubServer(proxy.url, family.port, family.log, family.model),

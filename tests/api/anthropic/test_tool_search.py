@@ -154,14 +154,15 @@ def test_a_search_that_finds_nothing(live: LiveServer) -> None:
     assert "No tools matched" in live.recorded[-1]["prompt"]
 
 
-def test_a_tool_reference_in_a_tool_result_reveals_the_tool(live: LiveServer) -> None:
-    """A client's own search (Claude Code's ToolSearch): its result names tools; the server expands them."""
+def client_searched(*names: str, **fields: Any) -> dict[str, Any]:
+    """A conversation in which a client's own search (Claude Code's ToolSearch) answered with
+    ``tool_reference`` blocks naming ``names``."""
     client_search = {
         "name": "ToolSearch",
         "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}},
     }
-    references = [{"type": "tool_reference", "tool_name": NEEDLE}]
-    body = {
+    references = [{"type": "tool_reference", "tool_name": name} for name in names]
+    return {
         "model": MODEL,
         "max_tokens": 1024,
         "tools": [client_search, *deferred_tools()],
@@ -173,31 +174,37 @@ def test_a_tool_reference_in_a_tool_result_reveals_the_tool(live: LiveServer) ->
             },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": references}]},
         ],
+        **fields,
     }
-    message = post(live, body).json()
+
+
+def test_a_tool_reference_in_a_tool_result_reveals_the_tool(live: LiveServer) -> None:
+    """A client's own search (Claude Code's ToolSearch): its result names tools; the server expands them."""
+    message = post(live, client_searched(NEEDLE)).json()
     assert message["content"][0]["name"] == NEEDLE
     recorded = live.recorded[-1]
     assert recorded["revealed"] == [NEEDLE] and [t["name"] for t in recorded["tools"]] == ["ToolSearch"]
     assert recorded["messages"][-1]["content"].startswith("<functions>\n<function>")
 
 
+def test_a_named_tool_choice_may_force_a_revealed_tool(serve: Serve) -> None:
+    """A revealed deferred tool is callable, so a named choice may force it; one no search revealed is
+    refused by name (the model has not seen its definition)."""
+    with serve(script(*RULES, context_window=32768, forced_tool_calls=True)) as server:
+        forced = {"type": "tool", "name": NEEDLE}
+        message = post(server, client_searched(NEEDLE, tool_choice=forced)).json()
+        assert [(b["type"], b["name"]) for b in message["content"]] == [("tool_use", NEEDLE)], message
+        assert server.recorded[-1]["revealed"] == [NEEDLE]
+
+        other = next(t["name"] for t in tool_definitions() if t["name"] != NEEDLE)
+        response = post(server, client_searched(NEEDLE, tool_choice={"type": "tool", "name": other}))
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["message"].startswith(f"tool_choice: tool_choice names '{other}', a deferred tool"), error
+
+
 def test_a_tool_reference_in_a_tool_result_to_no_tool_is_refused_by_name(live: LiveServer) -> None:
-    client_search = {"name": "ToolSearch", "input_schema": {"type": "object"}}
-    references = [{"type": "tool_reference", "tool_name": "no_such_tool"}]
-    body = {
-        "model": MODEL,
-        "max_tokens": 1024,
-        "tools": [client_search, *deferred_tools()],
-        "messages": [
-            {"role": "user", "content": "weather?"},
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}}],
-            },
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": references}]},
-        ],
-    }
-    response = post(live, body)
+    response = post(live, client_searched("no_such_tool"))
     assert response.status_code == 400, response.text
     answer = response.json()
     assert answer["type"] == "error" and answer["error"]["type"] == "invalid_request_error"

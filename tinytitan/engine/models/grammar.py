@@ -71,7 +71,7 @@ def grammar_for(
             if syntax not in FORCED_SYNTAXES:
                 raise GenerationFailed("this model's tool-call syntax cannot be forced")
             wanted = request.forced_tool
-            tools = [tool_spec(t) for t in request.tools if wanted is None or t.name == wanted]
+            tools = [tool_spec(t) for t in request.callable_tools if wanted is None or t.name == wanted]
             prefix = " ".join(heads) or None
             return forced_call_grammar(syntax, tools, marker, prefix=prefix, newlines=newlines)
         assert fmt is not None
@@ -88,7 +88,7 @@ def grammar_for(
 def check_forced(syntax: str, request: ValidatedRequest) -> None:
     """A forced call whose schema this family's call syntax cannot promise is a 400 naming the tool."""
 
-    for i, tool in enumerate(request.tools):
+    for i, tool in enumerate(request.callable_tools):
         if request.forced_tool is not None and tool.name != request.forced_tool:
             continue
         try:

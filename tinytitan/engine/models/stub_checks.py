@@ -85,8 +85,8 @@ def _check_forced(reply: dict[str, Any], request: ValidatedRequest) -> None:
     calls = reply.get("tool_calls") or []
     if not calls:
         raise GenerationFailed(f"stub script reply has no tool call but tool_choice '{request.tool_choice}' forces one")
-    schemas = {t.name: t.parameters for t in request.tools}
-    custom = {t.name for t in request.tools if t.custom}
+    schemas = {t.name: t.parameters for t in request.callable_tools}
+    custom = {t.name for t in request.callable_tools if t.custom}
     for call in calls:
         name = call.get("name")
         if request.forced_tool is not None and name != request.forced_tool:

@@ -88,9 +88,16 @@ def _freeform(fmt: Freeform, where: Source, model: ModelInfo) -> Freeform:
 
 
 def check_tool_choice(
-    request: ChatRequest, tools: tuple[Tool, ...], model: ModelInfo
+    request: ChatRequest,
+    tools: tuple[Tool, ...],
+    model: ModelInfo,
+    deferred: tuple[Tool, ...] = (),
+    revealed: tuple[Tool, ...] = (),
 ) -> tuple[tuple[Tool, ...], str, str | None]:
-    """The tools the prompt shows, the choice's mode and the tool a named choice forces."""
+    """The tools the prompt shows, the choice's mode and the tool a named choice forces.
+
+    A named choice may name a listed tool or a deferred one the conversation has revealed (it is
+    callable, ``ValidatedRequest.callable_tools``); a deferred tool no search has revealed yet is refused."""
     choice = request.tool_choice or ToolChoice("auto")
     param = choice.param
     if choice.allowed is not None:
@@ -110,9 +117,15 @@ def check_tool_choice(
         )
     if not tools:
         raise InvalidRequest("tool_choice forces a call but no tools were given", param=param)
-    if forced is not None and forced not in {t.name for t in tools}:
+    if forced is not None and forced not in {t.name for t in tools + revealed}:
+        if forced in {t.name for t in deferred}:
+            raise InvalidRequest(
+                f"tool_choice names '{forced}', a deferred tool no tool search has revealed yet; "
+                "name a listed tool, or one a search (or a tool_reference) revealed earlier in the conversation",
+                param=param,
+            )
         raise InvalidRequest(f"tool_choice names an unknown tool '{forced}'", param=param)
-    for i, tool in enumerate(tools):  # a forced call's arguments are grammar-constrained: refuse what cannot be
+    for i, tool in enumerate(tools + revealed):  # a forced call's arguments are grammar-constrained: refuse what cannot be
         if (forced is None or tool.name == forced) and not tool.custom:
             compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, tool_source(tool, i).at("parameters"))
     return tools, choice.mode, forced

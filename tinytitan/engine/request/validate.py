@@ -45,7 +45,8 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
     _check_refusals(request)
     system, turns, revealed = _check_messages(request)
     tools, deferred = split_tools(check_tools(request, model))
-    tools, tool_choice, forced = check_tool_choice(request, tools, model)
+    found = tuple(t for t in revealed if t.deferred)
+    tools, tool_choice, forced = check_tool_choice(request, tools, model, deferred, found)
     output_format = parse_output_format(request.output_format)
     sampling, sampling_from = _check_sampling(request, model)
     resolution = resolve_level(
@@ -73,7 +74,7 @@ def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False)
         sampling_from=sampling_from,
         tool_calls=model.tool_calls,
         deferred=deferred if callable_now else (),
-        revealed=tuple(t for t in revealed if t.deferred) if callable_now else (),
+        revealed=found if callable_now else (),
     )
 
 
