@@ -104,12 +104,12 @@ class Settings:
     memory_max_mib: int = 32  # per workspace, keys and values
     launch_dir: str | None = None  # the workspace of a request that declares none (the CLI's cwd)
     sampling_defaults: dict[str, float] = field(default_factory=dict)  # serve's --temperature …, over the model's
-    models_dirs: tuple[str, ...] = ()
+    models_dirs: tuple[str, ...] = ()  # a catalog: directories of model directories, or "hf" (the hub cache)
     # images a request may send a vision model (README: Vision models)
     max_images: int = 20  # per request
     max_image_mib: float = 20.0  # one image's encoded size
     max_image_pixels: int = 40_000_000  # width × height (a decompression bomb is refused unread)
-    allow_image_urls: bool = False  # fetch http(s) image URLs (off: refused, so no SSRF)  # a catalog: directories of model directories, or "hf" (the hub cache)
+    allow_image_urls: bool = False  # fetch http(s) image URLs (off: refused, so no SSRF)
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""
