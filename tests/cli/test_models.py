@@ -95,7 +95,7 @@ def test_the_table_fits_80_columns(tiny_dir: Path, tmp_path: Path) -> None:
     lines = result.output.splitlines()
     assert all(len(line) <= 80 for line in lines), "\n" + result.output
     # the paths do not fit beside the facts: the table leaves WHERE out and they follow it
-    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS"]
+    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "INPUT"]
     rows = [line.split() for line in lines[1:3]]
     assert rows == [
         ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools"],

@@ -14,6 +14,7 @@ import base64
 import binascii
 import hashlib
 import io
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -172,5 +173,7 @@ def _decode(data: bytes, ref: ImageRef, limits: ImageLimits) -> tuple[int, int]:
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    if type(exc).__name__ == "UnidentifiedImageError":  # Pillow's word for a header it cannot read
+        return "its header is corrupt or cut short"
+    text = re.sub(r"\s*<[^>]*>", "", str(exc)).strip() or type(exc).__name__
     return text if len(text) <= 120 else text[:117] + "..."
