@@ -60,6 +60,7 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "tool_call_family": "json_tools",
         "tool_calls": True,
         "freeform_tools": True,
+        "input_modalities": ["text"],
         "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",
@@ -98,8 +99,8 @@ def test_the_table_fits_80_columns(tiny_dir: Path, tmp_path: Path) -> None:
     assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "INPUT"]
     rows = [line.split() for line in lines[1:3]]
     assert rows == [
-        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools"],
-        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools"],
+        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools", "text"],
+        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools", "text"],
     ]
     rest = "".join(lines[3:])
     assert f"tiny-a  {root.resolve() / 'tiny-a'}" in rest and f"tiny-b  {root.resolve() / 'tiny-b'}" in rest

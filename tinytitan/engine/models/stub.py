@@ -242,7 +242,7 @@ class StubBackend(Backend):
                             {"id": c.id, "type": c.type, "name": c.name, "arguments": c.arguments} for c in t.tool_calls
                         ],
                         "tool_call_id": t.tool_call_id,
-                        "images": [recorded_image(p) for p in t.parts if isinstance(p, Image)],
+                        **({"images": [recorded_image(p) for p in t.parts if isinstance(p, Image)]} if t.parts else {}),
                     }
                     for t in request.turns
                 ],
