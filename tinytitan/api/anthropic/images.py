@@ -15,7 +15,7 @@ __all__ = ["image_block", "joined", "merge_contents"]
 
 def _string(source: dict[str, Any], key: str, here: str) -> str:
     value = source.get(key)
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or (not value and key != "data"):  # empty data: "the image is empty"
         raise InvalidRequest(f"an image source of type '{source.get('type')}' needs '{key}'", param=f"{here}.{key}")
     return value
 

@@ -87,7 +87,7 @@ def decode_base64(payload: str, ref: ImageRef, limits: ImageLimits) -> bytes:
 
 
 def _too_large(ref: ImageRef, limits: ImageLimits) -> InvalidRequest:
-    mib = limits.max_bytes / (1024 * 1024)
+    mib = round(limits.max_bytes / (1024 * 1024), 3)
     return InvalidRequest(
         f"the image is larger than {mib:g} MiB (the server's --max-image-mib)", param=ref.param, code="value_too_large"
     )

@@ -108,7 +108,7 @@ async def _fetch(ref: ImageRef, limits: ImageLimits) -> bytes:
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > limits.max_bytes:
-                    mib = limits.max_bytes / (1024 * 1024)
+                    mib = round(limits.max_bytes / (1024 * 1024), 3)
                     raise InvalidRequest(
                         f"the image is larger than {mib:g} MiB (the server's --max-image-mib)",
                         param=ref.param,
