@@ -96,6 +96,7 @@ complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l api-key -x -d 'Th
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l system -x -d 'A system prompt (/system changes it)'
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l max-tokens -x -d 'Cap each answer (tokens; default 2048, 0: up to the context window)'
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l tools -d 'Offer the model read_file and list_directory (asks before each run)'
+complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l image -r -F -d 'Attach this picture (PNG, JPEG, GIF, WebP) to the prompt, or the first message; repeatable'
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l memory -d 'Agent memory: memory_* tools the server runs itself, one journal per workspace'
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l no-memory -d 'Agent memory: memory_* tools the server runs itself, one journal per workspace'
 complete -c tinytitan -n '__fish_seen_subcommand_from chat' -l memory-dir -r -F -d 'Where the memory journals live (default: tinytitan/memory in the user\'s data directory)'
