@@ -29,7 +29,7 @@ JPEG = picture("jpeg", 16, 9, (10, 200, 10))
 GIF = picture("gif", 5, 5)
 WEBP = picture("webp", 7, 3)
 HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"when": {"image_digest": hashlib.sha256(JPEG).hexdigest()[:16]}, "reply": {"text": "a green one"}},
     {"reply": {"text": "seen", "describe_images": True}},
 ]
@@ -63,7 +63,7 @@ def chat(live: LiveServer, content: list[dict[str, Any]], **fields: Any) -> http
 
 
 def test_chat_image_url_parts_reach_the_model_in_order(live: LiveServer) -> None:
-    content = [
+    content: list[dict[str, Any]] = [
         {"type": "text", "text": "before "},
         {"type": "image_url", "image_url": {"url": data_url(PNG), "detail": "low"}},
         {"type": "text", "text": " between "},

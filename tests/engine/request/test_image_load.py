@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import httpx
 import pytest
@@ -62,7 +63,7 @@ def web() -> Iterator[str]:
         thread.join(timeout=10)
 
 
-async def _blocking(fn, *args):  # type: ignore[no-untyped-def]
+async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.to_thread(fn, *args)
 
 
