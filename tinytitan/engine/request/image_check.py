@@ -29,6 +29,7 @@ __all__ = [
     "decode_base64",
     "is_remote",
     "split_data_url",
+    "too_large",
 ]
 
 MEDIA_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
@@ -79,14 +80,14 @@ def split_data_url(ref: ImageRef) -> tuple[str | None, str]:
 def decode_base64(payload: str, ref: ImageRef, limits: ImageLimits) -> bytes:
     """The bytes of a base64 payload; too long (before decoding) or not base64 → 400 naming ``ref``."""
     if len(payload) > (limits.max_bytes // 3 + 1) * 4 + 64:
-        raise _too_large(ref, limits)
+        raise too_large(ref, limits)
     try:
         return base64.b64decode("".join(payload.split()), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidRequest("the image data is not valid base64", param=ref.param, code="invalid_image") from None
 
 
-def _too_large(ref: ImageRef, limits: ImageLimits) -> InvalidRequest:
+def too_large(ref: ImageRef, limits: ImageLimits) -> InvalidRequest:
     mib = round(limits.max_bytes / (1024 * 1024), 3)
     return InvalidRequest(
         f"the image is larger than {mib:g} MiB (the server's --max-image-mib)", param=ref.param, code="value_too_large"
@@ -125,7 +126,7 @@ def check_image(data: bytes, ref: ImageRef, limits: ImageLimits, declared: str |
     if not data:
         raise InvalidRequest("the image is empty", param=ref.param, code="invalid_image")
     if len(data) > limits.max_bytes:
-        raise _too_large(ref, limits)
+        raise too_large(ref, limits)
     media = _sniff(data)
     if media is None:
         raise InvalidRequest("the image is not a PNG, JPEG, GIF or WebP image", param=ref.param, code="invalid_image")

@@ -23,6 +23,7 @@ from tinytitan.engine.request.image_check import (
     decode_base64,
     is_remote,
     split_data_url,
+    too_large,
 )
 
 __all__ = ["has_images", "load_images"]
@@ -108,12 +109,7 @@ async def _fetch(ref: ImageRef, limits: ImageLimits) -> bytes:
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > limits.max_bytes:
-                    mib = round(limits.max_bytes / (1024 * 1024), 3)
-                    raise InvalidRequest(
-                        f"the image is larger than {mib:g} MiB (the server's --max-image-mib)",
-                        param=ref.param,
-                        code="value_too_large",
-                    )
+                    raise too_large(ref, limits)
     except httpx.TimeoutException:
         raise failed(f"no answer within {limits.fetch_timeout:g} s") from None
     except httpx.HTTPError as exc:
