@@ -14,10 +14,10 @@ _tinytitan_commands() {
 _tinytitan_options() {
     case "$1" in
         "") echo "--version --help" ;;
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --drafts --no-drafts --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory --help" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-cli-prompt --strip-tags --keepalive --websockets --no-websockets --websocket-max-age --dtype --parallel --distributed-timeout --memory --no-memory --memory-tools --memory-tool-rounds --memory-dir --memory-fsync --memory-max-records --memory-max-mib --max-images --max-image-mib --max-image-pixels --allow-image-urls --temperature --top-p --top-k --min-p --repetition-penalty --drafts --no-drafts --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory --help" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking --json --help" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions --json --help" ;;
-        "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --memory --no-memory --memory-dir --help" ;;
+        "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --tools --image --memory --no-memory --memory-dir --help" ;;
         "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key --code-mode --force --help" ;;
         "completion") echo "--help" ;;
         "models") echo "--models-dir --url --api-key --cache-dir --json --help" ;;
@@ -29,10 +29,10 @@ _tinytitan_options() {
 # a command's options that take a value
 _tinytitan_valued() {
     case "$1" in
-        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --websocket-max-age --dtype --parallel --distributed-timeout --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib --temperature --top-p --top-k --min-p --repetition-penalty --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory" ;;
+        "serve") echo "--model --model-id --stub --max-context --reasoning --thinking --models-dir --host --port --api-key --cors-origin --queue-limit --max-concurrent --log-level --prompt-cache-entries --prompt-cache-mib --prompt-cache-dir --prompt-cache-disk-mib --strip-tags --keepalive --websocket-max-age --dtype --parallel --distributed-timeout --memory-tools --memory-tool-rounds --memory-dir --memory-max-records --memory-max-mib --max-images --max-image-mib --max-image-pixels --temperature --top-p --top-k --min-p --repetition-penalty --draft-model --kv-bits --kv-group-size --quantized-kv-start --max-kv-memory" ;;
         "count-tokens") echo "--api --model --model-id --stub --max-context --reasoning --thinking" ;;
         "compact") echo "--model --model-id --stub --max-context --max-tokens --instructions" ;;
-        "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --memory-dir" ;;
+        "chat") echo "--url --model --stub --max-context --reasoning --thinking --api-key --system --max-tokens --image --memory-dir" ;;
         "launch") echo "--url --model --model-id --stub --max-context --reasoning --thinking --api-key" ;;
         "models") echo "--models-dir --url --api-key --cache-dir" ;;
         "models pull") echo "--cache-dir" ;;
@@ -67,6 +67,7 @@ _tinytitan_values() {
         "chat --stub") echo "@file" ;;
         "chat --reasoning") echo "off on minimal low medium high xhigh max" ;;
         "chat --thinking") echo "on off" ;;
+        "chat --image") echo "@file" ;;
         "chat --memory-dir") echo "@dir" ;;
         "launch --model") echo "@file" ;;
         "launch --stub") echo "@file" ;;

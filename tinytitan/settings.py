@@ -105,6 +105,11 @@ class Settings:
     launch_dir: str | None = None  # the workspace of a request that declares none (the CLI's cwd)
     sampling_defaults: dict[str, float] = field(default_factory=dict)  # serve's --temperature …, over the model's
     models_dirs: tuple[str, ...] = ()  # a catalog: directories of model directories, or "hf" (the hub cache)
+    # images a request may send a vision model (README: Vision models)
+    max_images: int = 20  # per request
+    max_image_mib: float = 20.0  # one image's encoded size
+    max_image_pixels: int = 40_000_000  # width × height (a decompression bomb is refused unread)
+    allow_image_urls: bool = False  # fetch http(s) image URLs (off: refused, so no SSRF)
 
     def check(self) -> None:
         """Refuse settings that would be unsafe or meaningless, before anything starts."""
@@ -136,6 +141,12 @@ class Settings:
             raise SettingsError("--max-context must be at least 16 tokens")
         if self.memory_tools not in MEMORY_SURFACES:
             raise SettingsError(f"--memory-tools takes off, minimal or full, not '{self.memory_tools}'")
+        if self.max_images < 0:
+            raise SettingsError("--max-images must be 0 or more")
+        if not (math.isfinite(self.max_image_mib) and self.max_image_mib > 0):
+            raise SettingsError("--max-image-mib must be a positive number")
+        if self.max_image_pixels < 1:
+            raise SettingsError("--max-image-pixels must be at least 1")
         if not 0 <= self.memory_tool_rounds <= 32:
             raise SettingsError("--memory-tool-rounds must be from 0 to 32")
         if self.memory_max_records < 1 or self.memory_max_mib < 1:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from tinytitan.cli.app import app
 from tinytitan.engine.passes.compaction import HANDOVER_ASK
+from tinytitan.testing.images import data_url, picture
 
 NOTE = "Next step:\n- run the migration in db/001.sql"
 RESPONSES = [
@@ -164,29 +165,35 @@ IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "imag
 
 
 @pytest.mark.parametrize(
-    ("session", "refused"),
+    "session",
     [
-        ([{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}], "'image_url'"),
-        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}]}, "'image_url'"),
-        (
-            {
-                "model": "m",
-                "max_tokens": 9,
-                "messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}],
-            },
-            "image blocks",
-        ),
-        ([{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}], "image blocks"),
+        [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}],
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_URL]}]},
+        {
+            "model": "m",
+            "max_tokens": 9,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}],
+        },
+        [{"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]}],
     ],
     ids=["chat messages", "chat body", "messages body", "messages array"],
 )
-def test_an_image_part_is_refused_by_name_as_the_server_refuses_it(tmp_path: Path, session: Any, refused: str) -> None:
-    """Issue 28.2: Chat and Messages sessions get the route's refusal of a non-text part, naming it."""
+def test_an_image_is_kept_as_a_stated_placeholder_for_a_text_only_model(tmp_path: Path, session: Any) -> None:
+    """Issue 41.5: a text-only model compacts a session with images, each one a stated placeholder
+    where it was (the model is told an image was there and that it cannot see it), never refused."""
     path, script = _files(tmp_path, session)
     result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
-    assert result.exit_code == 2, result.output
-    assert result.stdout == "" and "compaction pass" not in result.stderr
-    line = result.stderr.strip()
-    assert line.startswith("tinytitan compact: ") and "\n" not in line
-    assert refused in line and "not supported; this server is text-only" in line
-    assert line.endswith("(at messages[0].content[1])")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE
+
+
+def test_a_vision_model_compacts_with_the_images_themselves(tmp_path: Path) -> None:
+    """Issue 41.5: a vision model's compaction pass is shown the session's images (the rule matches
+    only a request holding the one picture)."""
+    image = {"type": "image_url", "image_url": {"url": data_url(picture())}}
+    path, script = _files(tmp_path, [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}])
+    rules = [{"when": {"user_contains": HANDOVER_ASK, "images": 1}, "reply": {"text": NOTE}}]
+    script.write_text(json.dumps({"model": "stub-model", "vision": True, "context_window": 8192, "rules": rules}))
+    result = CliRunner().invoke(app, ["compact", str(path), "--stub", str(script)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == NOTE

@@ -60,6 +60,7 @@ def _expected(root: Path, model_id: str, **changes: object) -> dict[str, object]
         "tool_call_family": "json_tools",
         "tool_calls": True,
         "freeform_tools": True,
+        "input_modalities": ["text"],
         "sampling_defaults": {k: {"value": v, "from": "generation_config.json"} for k, v in QWEN.items()},
         "format": "mlx",
         "origin": "dir",
@@ -95,11 +96,11 @@ def test_the_table_fits_80_columns(tiny_dir: Path, tmp_path: Path) -> None:
     lines = result.output.splitlines()
     assert all(len(line) <= 80 for line in lines), "\n" + result.output
     # the paths do not fit beside the facts: the table leaves WHERE out and they follow it
-    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS"]
+    assert lines[0].split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "INPUT"]
     rows = [line.split() for line in lines[1:3]]
     assert rows == [
-        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools"],
-        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools"],
+        ["tiny-a", "qwen3", "9.8M", "fp32", "55MiB", "40K", "off", "on", "json_tools", "text"],
+        ["tiny-b", "qwen3", "9.8M", "fp32", "55MiB", "4K", "off", "on", "json_tools", "text"],
     ]
     rest = "".join(lines[3:])
     assert f"tiny-a  {root.resolve() / 'tiny-a'}" in rest and f"tiny-b  {root.resolve() / 'tiny-b'}" in rest

@@ -56,7 +56,7 @@ def test_a_served_model_has_the_same_facts_as_the_local_table(tiny_server: LiveS
     table = _models("--url", tiny_server.url, TINYTITAN_API_KEY=KEY)  # the variable works as the flag does
     assert table.returncode == 0, table.stderr
     header, line = table.stdout.splitlines()[:2]
-    assert header.split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "WHERE"]
+    assert header.split() == ["ID", "ARCH", "PARAMS", "QUANT", "SIZE", "CTX", "REASONING", "TOOLS", "INPUT", "WHERE"]
     assert line.replace(" *", "").split()[1:3] == ["qwen3", _params(local["parameters"])] and "json_tools" in line
     assert str(tiny_dir.resolve()).removeprefix(str(Path.home())) in line
 

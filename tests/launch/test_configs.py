@@ -139,3 +139,14 @@ def test_the_servers_own_entry_with_codex_instructions_only_where_they_fit(tmp_p
     assert (entry["base_instructions"], entry["tool_mode"]) == ("You are Codex.", "code_mode_only")
     # no instructions from Codex at all: the server's entry still stands
     assert codex_catalog(tmp_path, small, 24576, _fake_codex(tmp_path, "not a catalog"), {}) == path
+
+
+def test_codex_catalog_says_a_vision_model_takes_images() -> None:
+    """Issue 41: Codex attaches pictures (``-i``, pasted screenshots) only for a model whose catalog
+    entry lists "image" among its input modalities."""
+    from dataclasses import replace
+
+    from tinytitan.launch.configs import codex_entry
+
+    assert codex_entry(SERVED, 1, "I")["input_modalities"] == ["text"]
+    assert codex_entry(replace(SERVED, images=True), 1, "I")["input_modalities"] == ["text", "image"]

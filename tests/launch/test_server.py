@@ -38,6 +38,13 @@ def test_fields_on_the_model_entry_win_and_a_published_cap_is_used() -> None:
 
 
 @respx.mock
+def test_a_vision_model_is_read_from_its_input_modalities() -> None:
+    entry = {"id": "vlm", "context_window": 8192, "input_modalities": ["text", "image"]}
+    _mock(respx.mock, [entry], entry)
+    assert served(URL).images is True
+
+
+@respx.mock
 def test_the_cap_is_at_most_32000_on_a_large_window() -> None:
     _mock(respx.mock, [{"id": "big", "tinytitan": {"context_window": 262144}}])
     assert served(URL).output_cap == 32000

@@ -21,7 +21,7 @@ from typing import Any
 from tinytitan.engine.request import ModelInfo
 from tinytitan.engine.request.limits import planning_cap
 
-__all__ = ["BASE_INSTRUCTIONS", "codex_model", "compaction_limit", "effort_of"]
+__all__ = ["BASE_INSTRUCTIONS", "codex_model", "compaction_limit", "effort_of", "modalities"]
 
 BASE_INSTRUCTIONS = (
     "You are a coding agent working in the user's repository through the tools you are given. Read files "
@@ -83,9 +83,14 @@ def codex_model(model_id: str, info: ModelInfo) -> dict[str, Any]:
         "auto_compact_token_limit": compaction_limit(info.context_window),
         "max_output_tokens": planning_cap(info.context_window),
         "experimental_supported_tools": [],
-        "input_modalities": ["text"],
+        "input_modalities": modalities(info),
     }
     default = effort_of(info.default_reasoning) if info.reasoning_levels else None
     if default is not None and default in efforts:
         entry["default_reasoning_level"] = default
     return entry
+
+
+def modalities(info: ModelInfo) -> list[str]:
+    """What a model reads: text, and images for a vision model (every listing's ``input_modalities``)."""
+    return ["text", "image"] if info.vision else ["text"]

@@ -15,7 +15,7 @@ import msgspec
 from litestar import Controller, Request, Response, get, head, post
 from litestar.params import FromPath
 
-from tinytitan.api.codex_models import codex_model
+from tinytitan.api.codex_models import codex_model, modalities
 from tinytitan.api.deps import EngineDep
 from tinytitan.api.errors import is_anthropic
 from tinytitan.api.wire import AnthropicModel, AnthropicModelList, OpenAIModel, OpenAIModelList
@@ -36,8 +36,11 @@ __all__ = [
 ]
 
 
-def _openai_model(model_id: str, window: int) -> OpenAIModel:
-    return OpenAIModel(model_id, context_window=window, max_output_tokens=planning_cap(window))
+def _openai_model(model_id: str, info: ModelInfo) -> OpenAIModel:
+    window = info.context_window
+    return OpenAIModel(
+        model_id, context_window=window, max_output_tokens=planning_cap(window), input_modalities=modalities(info)
+    )
 
 
 def _anthropic_model(model_id: str, info: ModelInfo) -> AnthropicModel:
@@ -53,7 +56,7 @@ def _supported(value: bool) -> dict[str, bool]:
 
 def capabilities(info: ModelInfo) -> dict[str, Any]:
     """The Anthropic model object's ``capabilities``, every key the API defines, from what this server
-    does for the model: text only (no images, PDFs, citations, batches or code execution); server
+    does for the model: images for a vision model, no PDFs, citations, batches or code execution; server
     tools where the model can call tools (the tool search tools run inside the request); structured
     outputs enforced by a grammar; thinking when its template has a switch
     (``enabled`` maps its budget onto the model's levels, ``adaptive`` leaves the server default);
@@ -73,7 +76,7 @@ def capabilities(info: ModelInfo) -> dict[str, Any]:
             "compact_20260112": _supported(True),
         },
         "effort": {"supported": False, "low": no, "medium": no, "high": no, "max": no},
-        "image_input": no,
+        "image_input": _supported(info.vision),
         "pdf_input": no,
         "server_tools": _supported(info.tool_calls is not False),
         "structured_outputs": _supported(True),
@@ -155,7 +158,7 @@ class ModelsController(Controller):
             listing = AnthropicModelList([_anthropic_model(i, engine.info_for(i)) for i in ids], *_ends(ids))
         else:
             listing = OpenAIModelList(
-                [_openai_model(i, engine.context_window(i)) for i in ids],
+                [_openai_model(i, engine.info_for(i)) for i in ids],
                 models=[codex_model(i, engine.info_for(i)) for i in ids],
             )
         if request.query_params.get("details", "").lower() in ("1", "true", "yes"):
@@ -171,7 +174,7 @@ class ModelsController(Controller):
         name = model_id.lstrip("/")
         info = engine.info_for(name)  # UnknownModel (404) naming what is served
         anthropic = is_anthropic(request.url.path, request.headers)
-        return _anthropic_model(name, info) if anthropic else _openai_model(name, info.context_window)
+        return _anthropic_model(name, info) if anthropic else _openai_model(name, info)
 
     @post("/unload", status_code=200)
     async def unload(self, engine: EngineDep) -> dict[str, Any]:

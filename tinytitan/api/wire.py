@@ -95,6 +95,7 @@ class OpenAIModel(Answer):
     id: str
     context_window: int
     max_output_tokens: int
+    input_modalities: list[str] = msgspec.field(default_factory=lambda: ["text"])  # "image" too: a vision model
     object: Literal["model"] = "model"
     owned_by: str = "tinytitan"
     tinytitan: dict[str, Any] | UnsetType = UNSET  # ``?details=true``

@@ -25,6 +25,7 @@ from rich.text import Text
 from tinytitan.chat.client import ChatError, ServerDown
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
+from tinytitan.chat.images import image_part
 from tinytitan.chat.interrupts import CtrlC
 from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
@@ -48,6 +49,7 @@ class ChatOptions:
     before_model: Callable[[], None] | None = None  # runs before a model is loaded in-process
     loading: Callable[[], AbstractContextManager[None]] | None = None  # held open while it loads (a spinner)
     prompt: str | None = None  # one message to answer, then leave (with piped stdin appended)
+    images: list[str] = field(default_factory=list)  # pictures (--image) attached to the first message
 
 
 class ChatApp:
@@ -234,6 +236,12 @@ def run_chat(options: ChatOptions) -> int:
         if options.tools and not tools:  # said once; the model would never call them
             sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
         app = ChatApp(target, session, interactive=interactive, tools=tools)
+        for path in options.images:
+            try:
+                session.images.append(image_part(path)[0])
+            except ChatError as exc:
+                sys.stderr.write(f"tinytitan chat: {exc}\n")
+                return code
         if options.prompt is not None:
             message = _one_prompt(options.prompt)
             if not message.strip():

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tinytitan.chat.client import ChatError
+from tinytitan.chat.images import image_part
 from tinytitan.chat.session import SessionFileError, count
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ HELP = """\
 /max-tokens [N|off] show or set the answers' output cap (off: up to the context window)
 /save FILE          save the conversation (a Responses request: `tinytitan compact FILE` reads it)
 /load FILE          continue a saved conversation
+/image [PATH]       attach a picture to your next message (a vision model); alone: what is attached
 /compact            replace the conversation by the server's compaction note
 /model [ID]         list the served models, or switch to one
 /exit               leave (also /quit, /bye, Ctrl-D)
@@ -137,6 +139,16 @@ def _load(chat: ChatApp, arg: str) -> None:
     chat.say(f"loaded {loaded} from {path}{note}", style="dim")
 
 
+def _image(chat: ChatApp, arg: str) -> None:
+    if not arg.strip():
+        n = len(chat.session.images)
+        chat.say(f"{count(n, 'picture')} attached to your next message" if n else "no picture attached")
+        return
+    part, line = image_part(arg)
+    chat.session.images.append(part)
+    chat.say(f"{line}; it goes with your next message", style="dim")
+
+
 def _compact(chat: ChatApp, _arg: str) -> None:
     from tinytitan.chat.tools import tool_specs
     from tinytitan.engine.errors import InvalidRequest
@@ -191,6 +203,7 @@ COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
     "/max-tokens": _max_tokens,
     "/save": _save,
     "/load": _load,
+    "/image": _image,
     "/compact": _compact,
     "/model": _model,
 }

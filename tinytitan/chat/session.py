@@ -36,8 +36,9 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def user_item(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+def user_item(text: str, images: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A user message: its text, then any ``input_image`` parts attached to it."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}, *(images or [])]}
 
 
 def assistant_item(text: str) -> dict[str, Any]:
@@ -63,6 +64,12 @@ class Session:
     reasoning: str | None = None  # a ladder level, or None for the server's default
     max_output_tokens: int | None = None
     items: list[dict[str, Any]] = field(default_factory=list)
+    images: list[dict[str, Any]] = field(default_factory=list)  # attached (/image), sent with the next message
+
+    def take_images(self) -> list[dict[str, Any]]:
+        """The attached pictures, for the message being sent (none left attached)."""
+        taken, self.images = self.images, []
+        return taken
 
     def body(self, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The Responses request for the next turn (without ``stream``)."""
@@ -143,7 +150,7 @@ def _mapped_items(doc: Any, api: Api) -> tuple[list[dict[str, Any]], str | None]
         if message.role in ("system", "developer"):
             system.append(text)
         elif message.role == "user":
-            items.append(user_item(text))
+            items.append(user_item(text, _images(message)))
         elif message.role == "tool":
             items.append({"type": "function_call_output", "call_id": message.tool_call_id or "", "output": text})
         elif message.role == "assistant":
@@ -160,6 +167,19 @@ def _mapped_items(doc: Any, api: Api) -> tuple[list[dict[str, Any]], str | None]
                 f"a message has the role '{message.role}'; a session holds system, user, assistant and tool"
             )
     return items, "\n\n".join(t for t in system if t) or None
+
+
+def _images(message: Message) -> list[dict[str, Any]]:
+    """A mapped message's pictures as ``input_image`` parts (as the client sent them)."""
+    parts = message.content if isinstance(message.content, tuple) else ()
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        ref = part.ref
+        if ref is not None:
+            bare = ref.media_type is not None and not ref.url.startswith(("data:", "http://", "https://"))
+            url = f"data:{ref.media_type};base64,{ref.url}" if bare else ref.url
+            out.append({"type": "input_image", "image_url": url, **({"detail": ref.detail} if ref.detail else {})})
+    return out
 
 
 def _text(message: Message) -> str:

@@ -59,7 +59,7 @@ class TurnRunner:
     def run(self, text: str) -> Outcome:
         """The view has shown any error; ``ServerDown`` is raised too (after the rollback), so a script can stop."""
         mark = len(self.session.items)
-        self.session.items.append(user_item(text))
+        self.session.items.append(user_item(text, self.session.take_images()))
         try:
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 outcome, calls = self._one_response(first=round_ == 0)

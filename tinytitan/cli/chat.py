@@ -49,6 +49,12 @@ def chat(
     tools: bool = typer.Option(
         False, "--tools", help="Offer the model read_file and list_directory (asks before each run)."
     ),
+    image: list[str] = typer.Option(
+        [],
+        "--image",
+        metavar="PATH",
+        help="Attach this picture (PNG, JPEG, GIF, WebP) to the prompt, or the first message; repeatable.",
+    ),
     memory: Memory = False,
     memory_directory: MemoryDir = None,
 ) -> None:
@@ -77,5 +83,6 @@ def chat(
         before_model=lambda: fast_cpu(True, "chat"),  # before stdin is read: a re-exec starts the process over
         loading=shown_on_a_terminal,
         prompt=" ".join(prompt) if prompt else None,
+        images=list(image),
     )
     raise typer.Exit(run_chat(options))

@@ -94,6 +94,7 @@ def _table(rows: list[dict[str, Any]], *, where: bool) -> Any:
     table.add_column("CTX", justify="right", no_wrap=True)
     table.add_column("REASONING")  # wraps between levels
     table.add_column("TOOLS", no_wrap=True)
+    table.add_column("INPUT", no_wrap=True)  # text, or text+image for a vision model
     if where:
         table.add_column("WHERE", no_wrap=True)
     for row in rows:
@@ -107,6 +108,7 @@ def _table(rows: list[dict[str, Any]], *, where: bool) -> Any:
             _context(row.get("context_window")),
             " ".join(levels) if levels else ("-" if levels is None else "none"),
             row.get("tool_call_family") or ("none" if row.get("tool_calls") is False else "-"),
+            "+".join(row.get("input_modalities") or ["text"]),
         ]
         table.add_row(*cells, *([_where(row)] if where else []))
     return table

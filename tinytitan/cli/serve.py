@@ -159,6 +159,23 @@ def serve(
         int, option("--memory-max-records", "Records kept per workspace; beyond it the least important go first.")
     ] = 5000,
     memory_max_mib: Annotated[int, option("--memory-max-mib", "Memory kept per workspace (MiB).")] = 32,
+    max_images: Annotated[
+        int, option("--max-images", "Images one request may send a vision model; more are refused (400).", min=0)
+    ] = 20,
+    max_image_mib: Annotated[
+        float, option("--max-image-mib", "Largest image a request may send (MiB, as encoded).", "MIB", min=0.001)
+    ] = 20.0,
+    max_image_pixels: Annotated[
+        int,
+        option("--max-image-pixels", "Most pixels (width x height) an image may have; more is refused unread.", min=1),
+    ] = 40_000_000,
+    allow_image_urls: Annotated[
+        bool,
+        option(
+            "--allow-image-urls",
+            "Fetch http(s) image URLs that requests name (off: refused, so the server fetches nothing for a client).",
+        ),
+    ] = False,
     sampling: dict[str, float] | None = None,  # --temperature …: with_sampling_flags
     drafts: Drafts = True,
     draft_model: DraftModel = None,
@@ -198,6 +215,10 @@ def serve(
             launch_dir=os.getcwd(),
             models_dirs=tuple(str(d) for d in models_dir),
             sampling_defaults=sampling or {},
+            max_images=max_images,
+            max_image_mib=max_image_mib,
+            max_image_pixels=max_image_pixels,
+            allow_image_urls=allow_image_urls,
             **kv.settings(),
         )
         settings.check()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tinytitan.engine.models.base import Backend
     from tinytitan.engine.models.catalog import Catalog, CatalogEntry
     from tinytitan.engine.models.manager import ModelManager
+    from tinytitan.engine.request.image_check import ImageLimits
     from tinytitan.engine.service import Engine
 
 __all__ = ["build_backend", "build_catalog", "build_engine"]
@@ -152,6 +153,19 @@ def build_engine(settings: Settings, backend: Backend | ModelManager | None = No
         memory=memory,
         sampling_defaults=settings.sampling_defaults,
         kv_budget=kv_budget(settings, backend),
+        images=image_limits(settings),
+    )
+
+
+def image_limits(settings: Settings) -> ImageLimits:
+    """What a request's images may be, from serve's ``--max-images`` … ``--allow-image-urls``."""
+    from tinytitan.engine.request.image_check import ImageLimits
+
+    return ImageLimits(
+        max_images=settings.max_images,
+        max_bytes=int(settings.max_image_mib * 1024 * 1024),
+        max_pixels=settings.max_image_pixels,
+        fetch_urls=settings.allow_image_urls,
     )
 
 

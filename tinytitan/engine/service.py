@@ -36,6 +36,8 @@ from tinytitan.engine.queue import AdmissionQueue
 from tinytitan.engine.readiness import Readiness, listen
 from tinytitan.engine.request import ChatRequest, ModelInfo, ValidatedRequest
 from tinytitan.engine.request.defaults import with_flags
+from tinytitan.engine.request.image_check import ImageLimits
+from tinytitan.engine.request.image_load import has_images, load_images
 from tinytitan.engine.request.limits import output_budget
 from tinytitan.engine.request.router import StripRules, resolve_model, strip_cli
 from tinytitan.engine.request.validate import validate
@@ -63,6 +65,7 @@ class Engine:
         memory: MemoryDecorator | None = None,
         sampling_defaults: Mapping[str, float] | None = None,
         kv_budget: KvBudget | None = None,
+        images: ImageLimits | None = None,
     ) -> None:
         self.models = models if isinstance(models, ModelManager) else ModelManager.single(models)
         # generations running at once (the mlx backend decodes them in one batch); the rest queue
@@ -84,6 +87,7 @@ class Engine:
         self.device = DeviceWorker(self.models.backend, log_loads=self.models.catalog)
         self.models.worker = self.device
         self.cpu = CpuPool()  # rendering and counting: CPU work off the event loop, no MLX
+        self.images = images or ImageLimits()  # what a request's images may be (serve's image flags)
 
     # -- model names and facts (never load weights) ---------------------------------------------
     @property
@@ -138,8 +142,15 @@ class Engine:
     # -- the path -------------------------------------------------------------------------------
     async def validate(self, request: ChatRequest) -> tuple[ValidatedRequest, Prompt]:
         """Route, validate, render and count: every refusal that needs no slot."""
-        validated = self._validated(request)
+        validated = self._validated(await self._with_images(request))
         return validated, await self._fitting(validated)
+
+    async def _with_images(self, request: ChatRequest) -> ChatRequest:
+        """``request`` with its images checked (off the event loop) for a model that takes images; a
+        text-only model's validator refuses them by name without reading a byte."""
+        if not has_images(request) or not self.accepts(request.model) or not self.info_for(request.model).vision:
+            return request
+        return await load_images(request, self.images, self.on_cpu)
 
     def _validated(self, request: ChatRequest) -> ValidatedRequest:
         model_id, strip = self.route(request.model)
@@ -162,6 +173,7 @@ class Engine:
         return prompt
 
     async def prepare(self, request: ChatRequest) -> Job:
+        request = await self._with_images(request)
         validated = self._validated(request)
         searching = runs_searches(validated)  # a tool search the server runs: its rounds, without memory's
         if self.memory is not None and not request.internal and not searching:
@@ -226,7 +238,7 @@ class Engine:
     async def prompt_tokens(self, request: ChatRequest) -> int:
         """The rendered prompt's tokens, whether or not the window holds them (a server-side
         compaction's trigger reads it: a prompt past the window is one to compact, not to refuse)."""
-        validated = self._validated(request)
+        validated = self._validated(await self._with_images(request))
         backend = await self.model_backend(validated.model_id)
         return (await self.on_cpu(backend.render, validated)).n_tokens
 

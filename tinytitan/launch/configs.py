@@ -126,7 +126,7 @@ def codex_entry(served: Served, compact_limit: int, instructions: str, *, code_m
         "supports_parallel_tool_calls": False,
         "supports_reasoning_summaries": False,
         "truncation_policy": {"mode": "tokens", "limit": 10000},
-        "input_modalities": ["text"],
+        "input_modalities": ["text", "image"] if served.images else ["text"],
         "experimental_supported_tools": [],
         **tools,
     }

@@ -47,6 +47,7 @@ class Served:
     freeform_tools: bool = False  # its calls can hold a custom tool's input to a grammar (Codex's apply_patch)
     tool_calls: bool | None = None  # whether the model has a tool-call syntax (None: the server does not say)
     codex: dict[str, Any] | None = None  # the server's own Codex catalog entry (``/v1/models``' ``models``)
+    images: bool = False  # the model takes images (``input_modalities`` holds "image")
 
     @property
     def v1(self) -> str:
@@ -173,6 +174,7 @@ def served(url: str, *, model: str | None = None, api_key: str | None = None) ->
         facts.get("freeform_tools") is True,
         calls if isinstance(calls, bool) else None,
         entry,
+        "image" in (facts.get("input_modalities") or ()),
     )
 
 

@@ -56,7 +56,7 @@ CASES: list[tuple[str, dict[str, Any], int, str, str]] = [
         body([IMAGE]),
         400,
         "invalid_request_error",
-        "messages[0].content[0]: image blocks are not supported; this server is text-only",
+        "messages[0].content[0]: model 'stub-model' has no vision input",
     ),
     (
         "document block",
@@ -82,7 +82,7 @@ CASES: list[tuple[str, dict[str, Any], int, str, str]] = [
         ),
         400,
         "invalid_request_error",
-        "messages[2].content[0].content[0]: image blocks",
+        "messages[2].content[0].content[0]: model 'stub-model' has no vision input",
     ),
     ("tool_use from the user", body([CALL]), 400, "invalid_request_error", "messages[0].content[0]: "),
     (

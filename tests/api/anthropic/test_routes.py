@@ -191,7 +191,8 @@ def test_count_tokens_refuses_like_messages(server: LiveServer) -> None:
     payload = body([image])
     response = post(server, payload, path="/v1/messages/count_tokens")
     assert response.status_code == 400
-    assert response.json()["error"]["message"].startswith("messages[0].content[0]: image blocks")
+    message = response.json()["error"]["message"]
+    assert message.startswith("messages[0].content[0]: model 'stub-model' has no vision input")
 
 
 def test_count_tokens_without_a_tokenizer_is_501(serve: Serve) -> None:

@@ -137,7 +137,7 @@ def test_models_and_health(server: LiveServer) -> None:
     assert httpx.head(server.url + "/health").status_code == 200
     models = httpx.get(server.v1 + "/models").json()
     window = server.engine.info.context_window
-    entry = {"id": STUB_MODEL, "object": "model", "owned_by": "tinytitan"}
+    entry = {"id": STUB_MODEL, "object": "model", "owned_by": "tinytitan", "input_modalities": ["text"]}
     cap = min(32_000, window // 4)  # an output cap to plan with, not the window (issue 39)
     codex = models.pop("models")  # the same model as Codex's discovery reads it (tests/api/test_codex_models.py)
     assert [m["slug"] for m in codex] == [STUB_MODEL]

@@ -29,6 +29,7 @@ from tinytitan.engine.request import (
     new_request_id,
 )
 
+from .images import image_block, joined, merge_contents
 from .protocol import ContentBlock, InputMessage, MessagesRequest, ThinkingConfig
 from .protocol import ToolChoice as WireToolChoice
 from .tool_search import reference_parts, segments, tool_of
@@ -78,14 +79,19 @@ def _tool_result_content(block: ContentBlock, where: str) -> str | tuple[Part, .
     elif isinstance(content, ContentBlock):
         raise InvalidRequest("tool_result content must be a string or a list of blocks", param=f"{where}.content")
     else:
-        parts: list[str] = []
+        parts: list[str | Part] = []
         for k, inner in enumerate(content):
             if inner.type == "tool_reference":
+                continue
+            if inner.type == "image":  # a screenshot Claude Code's Read tool returns
+                parts.append(image_block(inner, f"{where}.content[{k}]"))
                 continue
             if inner.type != "text":
                 raise _unsupported(inner.type, f"{where}.content[{k}]")
             parts.append(inner.text or "")
-        text = "\n".join(parts)
+        if any(isinstance(p, Part) for p in parts):
+            return joined(parts, "\n", "Error: " if block.is_error else "")
+        text = "\n".join(p for p in parts if isinstance(p, str))
     text = f"Error: {text}" if block.is_error else text
     references = reference_parts(content, where, text) if isinstance(content, list) else None
     return text if references is None else references
@@ -101,16 +107,20 @@ T = TypeVar("T")
 
 def _sort_blocks(
     blocks: list[ContentBlock], where: str, keep: Mapping[str, Callable[[ContentBlock, str], T]], first: int = 0
-) -> tuple[list[str], list[T]]:
+) -> tuple[list[str | Part], list[T]]:
     """A turn's text, and its ``keep`` blocks read by their readers, in order; thinking blocks the turn
     does not keep are skipped, blocks of the other side (``tool_use`` from a user) and non-text ones
     refused. ``first``: the index of ``blocks[0]`` in its message."""
-    texts: list[str] = []
+    texts: list[str | Part] = []
     kept: list[T] = []
     for j, block in enumerate(blocks, first):
         here = f"{where}.content[{j}]"
         if block.type == "text":
             texts.append(block.text or "")
+        elif block.type == "image" and "tool_result" in keep:  # a user message's (an assistant has none)
+            texts.append(image_block(block, here))
+        elif block.type == "image":
+            raise InvalidRequest("image blocks are only allowed in user messages", param=here, code="invalid_message")
         elif block.type in keep:
             kept.append(keep[block.type](block, here))
         elif block.type in _HOME:
@@ -149,7 +159,7 @@ def _user_messages(blocks: list[ContentBlock], where: str) -> list[Message]:
     """Tool results become tool messages (first: they answer the previous turn), the text one user turn."""
     texts, messages = _sort_blocks(blocks, where, {"tool_result": _tool_result})
     if texts or not messages:
-        messages.append(Message("user", "\n\n".join(texts), source=Source(where)))
+        messages.append(Message("user", joined(texts, "\n\n"), source=Source(where)))
     return messages
 
 
@@ -159,7 +169,8 @@ def _assistant_message(blocks: list[ContentBlock], where: str, first: int = 0) -
         "server_tool_use": _tool_use,
         "thinking": _thought,
     }
-    texts, kept = _sort_blocks(blocks, where, readers, first)
+    pieces, kept = _sort_blocks(blocks, where, readers, first)
+    texts = [p for p in pieces if isinstance(p, str)]  # an assistant's image is refused in _sort_blocks
     calls = tuple(item for item in kept if isinstance(item, ToolCall))
     # thoughts sent back go to the template, which renders them where it keeps them (reference §5)
     reasoning = "".join(item for item in kept if isinstance(item, str)) or None
@@ -170,8 +181,7 @@ def _append_merging_users(turns: list[Message], message: Message) -> None:
     """Consecutive user turns combine into one, as the API documents."""
     previous = turns[-1] if turns else None
     if message.role == "user" and previous is not None and previous.role == "user":
-        texts = (previous.content, message.content)
-        merged = "\n\n".join(t for t in texts if isinstance(t, str) and t)
+        merged = merge_contents(previous.content, message.content)
         turns[-1] = Message("user", merged, source=previous.source, server=previous.server)
     else:
         turns.append(message)

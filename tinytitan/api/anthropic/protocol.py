@@ -42,6 +42,7 @@ class ContentBlock(msgspec.Struct, omit_defaults=True):
     tool_references: list[ContentBlock] | None = None  # tool_search_tool_search_result
     error_code: str | None = None  # tool_search_tool_result_error
     error_message: str | None = None  # tool_search_tool_result_error
+    source: Any = None  # image: {"type": "base64", "media_type", "data"} or {"type": "url", "url"}
 
 
 class InputMessage(msgspec.Struct, omit_defaults=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tinytitan.api.images import image_part
 from tinytitan.api.shapes import custom_format, format_request, openai_tool_choice, sampling_of
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.events import Source, ToolCall
@@ -24,7 +25,14 @@ _CUSTOM_TOOL_SPELLING = {"name": "custom.name", "format": "custom.format"}
 
 
 def _part(part: ChatContentPart, where: str) -> Part:
-    """A content part; an assistant's ``refusal`` part is text like any other."""
+    """A content part; an assistant's ``refusal`` part is text like any other; an ``image_url`` part
+    an image to check (``image_part``)."""
+    if part.type == "image_url":
+        if part.image_url is None:
+            raise InvalidRequest("an image_url part needs an 'image_url' object", param=f"{where}.image_url")
+        if isinstance(part.image_url, str):  # the bare URL some clients send
+            return image_part(part.image_url, f"{where}.image_url", where)
+        return image_part(part.image_url.url, f"{where}.image_url.url", where, detail=part.image_url.detail)
     if part.type == "refusal":
         return Part("text", part.refusal, Source(where, {"text": "refusal"}))
     return Part(part.type, part.text, Source(where))

@@ -23,10 +23,18 @@ __all__ = [
 ]
 
 
+class ChatImageUrl(msgspec.Struct, omit_defaults=True):
+    url: str
+    detail: str | None = None  # auto, low, high
+
+
 class ChatContentPart(msgspec.Struct, omit_defaults=True):
     type: str
     text: str | None = None
     refusal: str | None = None  # an assistant's refusal part: text like any other
+    image_url: ChatImageUrl | str | None = (
+        None  # an image_url part's picture (a data URL; http(s) with --allow-image-urls)
+    )
 
 
 class ChatFunctionCall(msgspec.Struct, omit_defaults=True):

@@ -23,6 +23,7 @@ __all__ = [
     "InputCustomToolCallOutputItem",
     "InputFunctionCallItem",
     "InputFunctionCallOutputItem",
+    "InputImagePart",
     "InputItem",
     "InputItemList",
     "InputMessageItem",
@@ -55,7 +56,15 @@ class RefusalPart(Tagged, tag="refusal"):
     refusal: str
 
 
-ContentPart = InputText | OutputTextPart | TextPart | RefusalPart
+class InputImagePart(Tagged, tag="input_image"):
+    """A picture: a data URL or base64 in ``image_url`` (``file_id`` is refused by the mapper)."""
+
+    image_url: str | UnsetType | None = UNSET
+    file_id: str | UnsetType | None = UNSET
+    detail: str | UnsetType = UNSET
+
+
+ContentPart = InputText | OutputTextPart | TextPart | RefusalPart | InputImagePart
 
 
 class ReasoningText(Tagged, tag="reasoning_text"):

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from tinytitan.api.shapes import format_request, openai_tool_choice, sampling_of
-from tinytitan.engine.errors import InvalidRequest, text_only
+from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.events import Source, ToolCall
 from tinytitan.engine.passes.payload import decode_payload, summary_preamble
 from tinytitan.engine.passes.server_side import note_turn
@@ -28,8 +28,8 @@ from tinytitan.engine.request import (
     new_id,
 )
 
+from .content import check_content, content_of
 from .items import (
-    ContentPart,
     InputCustomToolCallItem,
     InputCustomToolCallOutputItem,
     InputFunctionCallItem,
@@ -39,7 +39,6 @@ from .items import (
     InputReasoningItem,
     InputToolSearchCallItem,
     InputToolSearchOutputItem,
-    RefusalPart,
 )
 from .protocol import ResponsesRequest
 from .tool_search import (
@@ -69,7 +68,6 @@ EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # OpenAI's reas
 SUMMARIES = ("auto", "concise", "detailed")
 VERBOSITIES = ("low", "medium", "high")
 TRUNCATIONS = ("auto", "disabled")
-_TEXT_PARTS = ("input_text", "output_text", "text")
 _ROLES = ("user", "system", "developer", "assistant")
 _ID_PREFIX = {
     "message": "msg",
@@ -127,26 +125,6 @@ def _kind(item: dict[str, Any], where: str) -> str:
     raise InvalidRequest("an input item needs a type", param=f"{where}.type", code="invalid_value")
 
 
-def _check_part(part: Any, where: str) -> None:
-    if not isinstance(part, dict):
-        raise InvalidRequest("a content part must be an object", param=where, code="invalid_json")
-    kind = part.get("type")
-    if kind in _TEXT_PARTS or kind == "refusal":
-        if not isinstance(part.get("refusal" if kind == "refusal" else "text"), str):
-            raise InvalidRequest(f"a {kind} part needs a string", param=where)
-        return
-    raise text_only(f"content parts of type '{kind}'", where)
-
-
-def _check_content(value: Any, where: str) -> None:
-    """Text, or a list of text parts (``input_text``, ``output_text``, ``text``, ``refusal``)."""
-    if isinstance(value, list):
-        for j, part in enumerate(value):
-            _check_part(part, f"{where}[{j}]")
-    elif not isinstance(value, str):
-        raise InvalidRequest("content must be a string or a list of text parts", param=where)
-
-
 def _string(item: dict[str, Any], key: str, where: str) -> str:
     value = item.get(key)
     if not isinstance(value, str) or not value:
@@ -184,10 +162,6 @@ def _thought_text(item: InputReasoningItem) -> str:
     return "\n\n".join(texts)
 
 
-def _text(parts: list[ContentPart]) -> str:
-    return "".join(part.refusal if isinstance(part, RefusalPart) else part.text for part in parts)
-
-
 def _add_call(mapped: MappedInput, call: ToolCall, where: str) -> None:
     last = mapped.messages[-1] if mapped.messages else None
     if last is not None and last.role == "assistant" and mapped.thought is None:
@@ -216,14 +190,14 @@ def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputIte
             )
         if item.get("content") is None:
             raise InvalidRequest("a message item needs content", param=f"{where}.content", code="invalid_message")
-        _check_content(item["content"], f"{where}.content")
+        check_content(item["content"], f"{where}.content")
     elif kind == "function_call":
         if not isinstance(item.get("arguments", ""), str):
             raise InvalidRequest("arguments must be a JSON string", param=f"{where}.arguments")
         _string(item, "call_id", where)
         _string(item, "name", where)
     elif kind == "function_call_output":
-        _check_content(item.get("output"), f"{where}.output")
+        check_content(item.get("output"), f"{where}.output")
         _string(item, "call_id", where)
     elif kind == "tool_search_call":
         check_call_item(item, where)
@@ -235,7 +209,7 @@ def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputIte
         _string(item, "call_id", where)
         _string(item, "name", where)
     elif kind == "custom_tool_call_output":
-        _check_content(item.get("output"), f"{where}.output")
+        check_content(item.get("output"), f"{where}.output")
         _string(item, "call_id", where)
     elif kind == "compaction_trigger":  # the last item asks for a compaction turn; elsewhere it means nothing
         raise InvalidRequest("a compaction_trigger item must be the last input item", param=f"{where}.type")
@@ -249,13 +223,15 @@ def _parse_item(item: dict[str, Any], where: str, resolve: Resolver) -> InputIte
 def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
     """One parsed item into the conversation (``where`` names it in later errors)."""
     if isinstance(item, InputMessageItem):
-        text = _text(item.content)
+        content = content_of(item.content, f"{where}.content")
         if item.role in ("system", "developer"):
-            if text:
-                mapped.guidance.append(text)
+            if isinstance(content, tuple):  # an image in guidance: the validator names it
+                mapped.messages.append(Message(item.role, content, source=Source(where)))
+            elif content:
+                mapped.guidance.append(content)
         else:
             reasoning = _take_thought(mapped) if item.role == "assistant" else None
-            mapped.messages.append(Message(item.role, text, reasoning=reasoning, source=Source(where)))
+            mapped.messages.append(Message(item.role, content, reasoning=reasoning, source=Source(where)))
     elif isinstance(item, InputFunctionCallItem):
         namespace = item.namespace if isinstance(item.namespace, str) else None
         source = Source(where, {"id": "call_id"})
@@ -265,7 +241,7 @@ def _map_item(mapped: MappedInput, item: InputItem, where: str) -> None:
         source = Source(where, {"id": "call_id", "arguments": "input"})
         _add_call(mapped, ToolCall(item.call_id, item.name, item.input, namespace, source, type="custom"), where)
     elif isinstance(item, InputFunctionCallOutputItem | InputCustomToolCallOutputItem):
-        output = item.output if isinstance(item.output, str) else _text(item.output)
+        output = item.output if isinstance(item.output, str) else content_of(item.output, f"{where}.output")
         source = Source(where, {"tool_call_id": "call_id"})
         mapped.messages.append(Message("tool", output, tool_call_id=item.call_id, source=source))
     elif isinstance(item, InputReasoningItem):

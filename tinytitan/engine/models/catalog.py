@@ -79,6 +79,7 @@ class CatalogEntry:
             "tool_call_family": self.about.tool_call_family,
             "tool_calls": self.info.tool_calls,
             "freeform_tools": self.info.freeform_grammars,
+            "input_modalities": ["text", "image"] if self.info.vision else ["text"],
             "sampling_defaults": {k: {"value": v, "from": f} for k, (v, f) in applied_defaults(self.info).items()},
             "format": self.format,
             "origin": self.origin,

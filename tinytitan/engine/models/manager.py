@@ -161,6 +161,7 @@ class ModelManager:
                 "default_reasoning": info.default_reasoning,
                 "tool_calls": info.tool_calls,
                 "freeform_tools": info.freeform_grammars,
+                "input_modalities": ["text", "image"] if info.vision else ["text"],
                 **_described(slot.backend),
             }
         facts["id"] = model_id

@@ -21,8 +21,9 @@ from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.errors import GenerationFailed, Unsupported
 from tinytitan.engine.models.base import Backend, Prompt
 from tinytitan.engine.models.stub_checks import check_reply
+from tinytitan.engine.models.stub_images import describe_images, recorded_image, request_images
 from tinytitan.engine.readiness import progress
-from tinytitan.engine.request import ModelInfo, Tool, ValidatedRequest
+from tinytitan.engine.request import Image, ModelInfo, Tool, ValidatedRequest
 from tinytitan.engine.request.sampling import KNOBS
 from tinytitan.jsonfile import read_json
 
@@ -30,7 +31,18 @@ __all__ = ["ScriptError", "StubBackend", "load_script", "stub_tokens"]
 
 _MARK = r"<\|?/?[A-Za-z_]+\|?>"
 _TOKEN = re.compile(rf"{_MARK}|\s+(?={_MARK})|\s*\w+|\s*[^\w\s]|\s+")
-_WHEN_KEYS = {"last_role", "last_tool", "user_contains", "has_tools", "model", "stream", "revealed"}
+_IMAGE_MARK = "<|image|>"  # an image in the stub's prompt (one token of its tokenizer)
+_WHEN_KEYS = {
+    "last_role",
+    "last_tool",
+    "user_contains",
+    "has_tools",
+    "model",
+    "stream",
+    "revealed",
+    "images",
+    "image_digest",
+}
 _REPLY_KEYS = {
     "search",
     "text",
@@ -42,6 +54,7 @@ _REPLY_KEYS = {
     "chunk_size",
     "chunk_delay_ms",
     "fail_after_events",
+    "describe_images",
 }
 
 
@@ -90,6 +103,12 @@ def _matches(when: dict[str, Any], request: ValidatedRequest) -> bool:
         return False
     if "revealed" in when and when["revealed"] not in {t.name for t in request.revealed}:
         return False
+    if "images" in when and len(request_images(request)) != int(when["images"]):
+        return False
+    if "image_digest" in when and not any(
+        i.digest.startswith(str(when["image_digest"])) for i in request_images(request)
+    ):
+        return False
     return not ("model" in when and request.request.model != when["model"])
 
 
@@ -117,6 +136,8 @@ def raw_reply(reply: dict[str, Any], *, thinking: bool, request: ValidatedReques
     if reply.get("reasoning") and thinking:
         out += f"<think>\n{reply['reasoning']}\n</think>\n\n"
     out += str(reply.get("text", ""))
+    if reply.get("describe_images") and request is not None:
+        out += (" " if out else "") + describe_images(request)
     calls = list(reply.get("tool_calls", []))
     if "search" in reply and request is not None:
         calls.insert(0, search_call(str(reply["search"]), request))
@@ -165,6 +186,7 @@ class StubBackend(Backend):
             forced_tool_calls=bool(s.get("forced_tool_calls", False)),
             freeform_grammars=bool(s.get("freeform_grammars", True)),  # it holds scripted inputs to them
             tool_calls=bool(s.get("tool_calls", True)),
+            vision=bool(s.get("vision", False)),  # the script's model takes images
         )
 
     def kv_token_bytes(self) -> int:
@@ -188,7 +210,7 @@ class StubBackend(Backend):
         if system:
             lines.append(f"<|im_start|>system\n{system.strip()}<|im_end|>")
         for turn in request.turns:
-            body = turn.text
+            body = "".join(p if isinstance(p, str) else _IMAGE_MARK for p in turn.parts) if turn.parts else turn.text
             for call in turn.tool_calls:
                 args = json.dumps({"input": call.arguments}) if call.type == "custom" else call.arguments
                 body += f'\n<tool_call>\n{{"name": "{call.name}", "arguments": {args}}}\n</tool_call>'
@@ -220,6 +242,7 @@ class StubBackend(Backend):
                             {"id": c.id, "type": c.type, "name": c.name, "arguments": c.arguments} for c in t.tool_calls
                         ],
                         "tool_call_id": t.tool_call_id,
+                        **({"images": [recorded_image(p) for p in t.parts if isinstance(p, Image)]} if t.parts else {}),
                     }
                     for t in request.turns
                 ],

@@ -54,6 +54,7 @@ from tinytitan.engine.passes.handover import (
     render_transcript,
     require_messages,
     trim_middle,
+    without_images,
 )
 from tinytitan.engine.passes.payload import PAYLOAD_VERSION, decode_payload, encode_payload, summary_preamble
 from tinytitan.engine.request import (
@@ -305,6 +306,8 @@ async def compact(
     reads it as a transcript even when it fits (how every pass read it before issue 40: the
     benchmark's baseline)."""
     require_messages(request.messages)
+    if not engine.info_for(request.model).vision:  # a text-only model reads a placeholder for each image
+        request = without_images(request)
     budget = compaction_budget(engine.info_for(request.model).context_window, max_tokens)
     worker = _Compactor(engine, request, budget, progress)
     note, read = await worker.note(instruction, as_transcript)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tinytitan.engine.errors import InvalidRequest
-from tinytitan.engine.request import Message, Source
-from tinytitan.engine.request.validate import message_text
+from tinytitan.engine.request import ChatRequest, Message, Part, Source
+from tinytitan.engine.request.validate import IMAGE, message_text
 
 __all__ = [
     "COMPRESS_ASK",
@@ -23,6 +24,7 @@ __all__ = [
     "HANDOVER_INSTRUCTION",
     "RETRY_ASK",
     "RETRY_INSTRUCTION",
+    "TEXT_ONLY_IMAGE",
     "compaction_budget",
     "drop_echoed_lines",
     "is_repetition_loop",
@@ -30,6 +32,7 @@ __all__ = [
     "render_transcript",
     "require_messages",
     "trim_middle",
+    "without_images",
 ]
 
 HANDOVER_INSTRUCTION = """\
@@ -87,8 +90,8 @@ def render_transcript(messages: Sequence[Message]) -> str:
     """``[role] text`` blocks, tool calls inline; the client's guidance left out (the client resends
     it), the server's own notes (earlier compactions) kept as ``[earlier summary]``.
 
-    A non-text part (a Chat ``image_url``, a Messages ``image``) is refused by the validator's own
-    rule, naming the part where the client wrote it — never dropped from the transcript."""
+    An image reads as its stated placeholder (``[image: …]``); any other non-text part is refused by
+    the validator's own rule, naming the part where the client wrote it — never dropped."""
     blocks: list[str] = []
     names: dict[str, str] = {}
     for i, m in enumerate(messages):
@@ -165,3 +168,18 @@ def is_repetition_loop(note: str) -> bool:
     """Guard 2: ≥ 6 lines of ≥ 16 characters whose distinct count × 2 < their count."""
     lines = [line.strip() for line in note.splitlines() if len(line.strip()) >= 16]
     return len(lines) >= 6 and len(set(lines)) * 2 < len(lines)
+
+
+TEXT_ONLY_IMAGE = "[an image the user sent, which this text-only model cannot see]"
+
+
+def without_images(request: ChatRequest) -> ChatRequest:
+    """``request`` with each image part a stated placeholder, for a text-only model's compaction
+    (a vision model's passes keep the images: they are prepared like any request)."""
+    messages: list[Message] = []
+    for m in request.messages:
+        if isinstance(m.content, tuple) and any(p.type == IMAGE for p in m.content):
+            parts = tuple(Part("text", TEXT_ONLY_IMAGE, p.source) if p.type == IMAGE else p for p in m.content)
+            m = replace(m, content=parts)
+        messages.append(m)
+    return replace(request, messages=tuple(messages))

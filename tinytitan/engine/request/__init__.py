@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinytitan.engine.events import Source, ToolCall
+from tinytitan.engine.request.image_check import ImageRef
 from tinytitan.engine.request.images import Image
 
 __all__ = [
@@ -51,12 +52,14 @@ def new_request_id() -> str:
 class Part:
     """A content part: ``text`` parts; in a tool message, ``tool_reference`` parts (``text`` is the
     tool's name), which the validator expands into the tool's definition; and ``image`` parts
-    (``image``: the checked picture), which reach only a model with vision input."""
+    (``image``: the checked picture), which reach only a model with vision input. A mapper leaves an
+    image as ``ref`` (what the client sent); ``image_load.load_images`` checks it into ``image``."""
 
     type: str
     text: str | None = None
     source: Source | None = None
     image: Image | None = None
+    ref: ImageRef | None = None
 
 
 @dataclass(frozen=True, slots=True)

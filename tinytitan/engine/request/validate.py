@@ -14,8 +14,10 @@ from typing import Any
 from tinytitan.engine.errors import InvalidRequest, text_only
 from tinytitan.engine.request import (
     ChatRequest,
+    Image,
     Message,
     ModelInfo,
+    Part,
     Sampling,
     Source,
     Tool,
@@ -31,9 +33,10 @@ from tinytitan.engine.request.reasoning import resolve_level
 from tinytitan.engine.request.sampling import FROM_MODEL, KNOBS, by_name, out_of_range
 from tinytitan.engine.request.tools import check_tool_choice, check_tools
 
-__all__ = ["MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "message_text", "validate"]
+__all__ = ["IMAGE", "MAX_MESSAGES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "image_placeholder", "message_text", "validate"]
 
 MAX_MESSAGES = 1000
+IMAGE = "image"  # the part type every mapper gives an image
 MAX_STOP = 4
 MAX_STOP_BYTES = 256
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -43,7 +46,7 @@ _CALL_SPELLING = {"name": "function.name", "arguments": "function.arguments"}
 
 def validate(request: ChatRequest, model: ModelInfo, *, strip_cli: bool = False) -> ValidatedRequest:
     _check_refusals(request)
-    system, turns, revealed = _check_messages(request)
+    system, turns, revealed = _check_messages(request, model)
     tools, deferred = split_tools(check_tools(request, model))
     found = tuple(t for t in revealed if t.deferred)
     tools, tool_choice, forced = check_tool_choice(request, tools, model, deferred, found)
@@ -93,7 +96,8 @@ def _check_refusals(request: ChatRequest) -> None:
 
 
 def message_text(message: Message, where: Source) -> str:
-    """A message's text; a non-text part is refused by name (``unsupported_content``), never dropped."""
+    """A message's text, an image part read as its stated placeholder (a transcript's); any other
+    non-text part is refused by name (``unsupported_content``), never dropped."""
     content = message.content
     if content is None:
         return ""
@@ -102,25 +106,75 @@ def message_text(message: Message, where: Source) -> str:
     texts: list[str] = []
     for j, part in enumerate(content):
         here = part.source or Source(f"{where.at('content')}[{j}]")
-        if part.type not in ("text", "input_text", "output_text"):
-            raise text_only(f"content parts of type '{part.type}'", here.path)
-        if part.text is None:
-            raise InvalidRequest("a text part needs a 'text' string", param=here.at("text"))
-        texts.append(part.text)
+        if part.type == IMAGE:
+            texts.append(image_placeholder(part.image))
+            continue
+        texts.append(_part_text(part, here))
     return "".join(texts)
 
 
-def _text(message: Message, where: Source, catalog: dict[str, Tool], revealed: list[Tool]) -> str:
-    """A message's text; a tool result's ``tool_reference`` parts are expanded (and what they name kept)."""
+def image_placeholder(image: Image | None) -> str:
+    """What stands for an image where only text can go (a compaction transcript)."""
+    if image is None:
+        return "[image]"
+    kind = image.media_type.removeprefix("image/").upper()
+    return f"[image: {kind} {image.width}x{image.height}, sha256 {image.digest[:12]}]"
+
+
+def _part_text(part: Part, here: Source) -> str:
+    if part.type not in ("text", "input_text", "output_text"):
+        raise text_only(f"content parts of type '{part.type}'", here.path)
+    if part.text is None:
+        raise InvalidRequest("a text part needs a 'text' string", param=here.at("text"))
+    return part.text
+
+
+def _content(message: Message, where: Source, model: ModelInfo) -> tuple[str, tuple[str | Image, ...]]:
+    """A user or tool message's text and, when it holds images, its text pieces and images in order.
+    Images reach only a model with vision input; a text-only model refuses them by name."""
+    content = message.content
+    if not isinstance(content, tuple) or not any(p.type == IMAGE for p in content):
+        return message_text(message, where), ()
+    pieces: list[str | Image] = []
+    for j, part in enumerate(content):
+        here = part.source or Source(f"{where.at('content')}[{j}]")
+        if part.type != IMAGE:
+            pieces.append(_part_text(part, here))
+        elif not model.vision:
+            raise InvalidRequest(
+                f"model '{model.id}' has no vision input: it reads text only, so it cannot take images; "
+                "serve a vision-language model to send them",
+                param=here.path,
+                code="unsupported_content",
+            )
+        elif message.role not in ("user", "tool"):
+            raise InvalidRequest(
+                "images are only allowed in user messages and tool results",
+                param=here.path,
+                code="unsupported_content",
+            )
+        elif part.image is None:  # the engine checks every image before validation
+            raise InvalidRequest("the image was not read", param=here.path, code="invalid_image")
+        else:
+            pieces.append(part.image)
+    text = "".join(p for p in pieces if isinstance(p, str))
+    return text, tuple(pieces)
+
+
+def _text(
+    message: Message, where: Source, catalog: dict[str, Tool], revealed: list[Tool], model: ModelInfo
+) -> tuple[str, tuple[str | Image, ...]]:
+    """A message's text (and parts, with images); a tool result's ``tool_reference`` parts are
+    expanded (and what they name kept)."""
     content = message.content
     if message.role == "tool" and isinstance(content, tuple) and any(p.type == REFERENCE for p in content):
         text, named = expand_references(message, where, catalog)
         revealed.extend(t for t in named if t not in revealed)
-        return text
-    return message_text(message, where)
+        return text, ()
+    return _content(message, where, model)
 
 
-def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...], tuple[Tool, ...]]:
+def _check_messages(request: ChatRequest, model: ModelInfo) -> tuple[str | None, tuple[Turn, ...], tuple[Tool, ...]]:
     name = request.messages_param
     messages = request.messages
     if not messages:
@@ -146,7 +200,7 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...],
                 param=where.at("role"),
                 code="invalid_message",
             )
-        text = _text(message, where, catalog, revealed)
+        text, parts = _text(message, where, catalog, revealed, model)
         if role in ("system", "developer"):
             if turns:
                 raise InvalidRequest(
@@ -175,11 +229,11 @@ def _check_messages(request: ChatRequest) -> tuple[str | None, tuple[Turn, ...],
                     param=where.at("tool_call_id"),
                     code="invalid_tool_result",
                 )
-            turns.append(Turn("tool", text, tool_call_id=call_id, name=open_calls.pop(call_id)))
+            turns.append(Turn("tool", text, parts, tool_call_id=call_id, name=open_calls.pop(call_id)))
         else:
             if message.content is None:
                 raise InvalidRequest("a user message needs content", param=where.at("content"), code="invalid_message")
-            turns.append(Turn("user", text))
+            turns.append(Turn("user", text, parts))
     if not turns:
         raise InvalidRequest(
             f"{name} must contain at least one user, assistant or tool message",
