@@ -34,6 +34,7 @@ from tinytitan.engine.models.mlx import cpu_attention, loading
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
 from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
+from tinytitan.engine.models.mlx.vision import Vision, has_images
 from tinytitan.engine.models.mlx.template import (
     ends_in_open_thought,
     template_messages,
@@ -81,6 +82,7 @@ class MlxBackend(Backend):
         self.template = facts.template
         self.syntax = facts.syntax
         self._info = facts.info
+        self.vision = Vision.of(self.source.path, self.config)  # None: a text model
         if self.syntax is None:
             log.warning(
                 "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
@@ -89,7 +91,7 @@ class MlxBackend(Backend):
             )
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
-        self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
+        self.kv = served_form(kv, self.config, self.source.model_id) if self.vision is None else None
         disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
@@ -234,7 +236,10 @@ class MlxBackend(Backend):
 
                 self._model = load_shard(self, self.distributed)
                 return
-            self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
+            if self.vision is not None:
+                self._model = loading.load_vision(self.vision, self.dtype, self.device, self._info.id)
+            else:
+                self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
             log.info("loaded %s from %s", self._info.id, self.source.path)
             if self.draft_source is not None:
                 path = self.draft_source.path
@@ -292,6 +297,9 @@ class MlxBackend(Backend):
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
         tools = template_tools(request.tools) if self.syntax is not None else None
         messages = template_messages(request, self.template)
+        if self.vision is not None:
+            messages = self.vision.messages(request, messages)
+        vision = None
         with self._tokenizer_lock:
             try:
                 text = self._apply_template(messages, tools, kwargs)
@@ -301,12 +309,16 @@ class MlxBackend(Backend):
                     param=request.request.messages_param,
                     code="invalid_message",
                 ) from exc
-            tokens = list(tw.encode(text, add_special_tokens=False))
+            if self.vision is not None and has_images(request):
+                tokens, vision = self.vision.expand(request, text, lambda s: list(tw.encode(s, add_special_tokens=False)))
+            else:
+                tokens = list(tw.encode(text, add_special_tokens=False))
         return Prompt(
             text=text,
             n_tokens=len(tokens),
             tokens=tokens,
             start_in_reasoning=ends_in_open_thought(text, tw.think_start),
+            vision=vision,
         )
 
     def _apply_template(self, messages: list[dict[str, Any]], tools: Any, kwargs: dict[str, Any]) -> str:
