@@ -40,6 +40,8 @@ __all__ = [
     "image_processor",
     "image_token",
     "image_tokens",
+    "imported",
+    "installed",
     "load_model",
     "logits",
     "problems",
@@ -91,8 +93,23 @@ def installed() -> bool:
     return importlib.util.find_spec("mlx_vlm") is not None
 
 
+def imported() -> Any:
+    """mlx-vlm, imported, without the exit hook its package registers (``atexit``: MLX's streams
+    cleared on the main thread at exit — an MLX call off the device thread, whose streams the device
+    worker releases itself)."""
+    import atexit
+
+    import mlx_vlm
+
+    cleanup = getattr(mlx_vlm, "clear_mlx_streams", None)
+    if cleanup is not None:
+        atexit.unregister(cleanup)
+    return mlx_vlm
+
+
 def load_model(path: Path) -> VisionLanguageModel:
     """The model in ``path`` (lazy: the caller evaluates it on its device, in its dtype)."""
+    imported()
     from mlx_vlm.utils import load_model as _load
 
     model: VisionLanguageModel = _load(path, lazy=True)
@@ -137,6 +154,7 @@ def image_tokens(path: Path, config: dict[str, Any], processor: Any, image: Any)
     model_type = str(config.get("model_type"))
     if model_type not in FAMILIES:
         raise ValueError(f"mlx-vlm family '{model_type}' is not served yet")
+    imported()
     from mlx_vlm.models.idefics3.processing_idefics3 import get_image_prompt_string
 
     out = processor([[image]], return_row_col_info=True, return_tensors="np")

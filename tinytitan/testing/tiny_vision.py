@@ -128,6 +128,9 @@ def build_vision_model(out: str | Path, *, shape: str = "tiny", dtype: str = "fl
     """Write a loadable Idefics3 directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
+    from tinytitan.engine.mlx_vlm_adapter import imported
+
+    imported()
     from mlx_vlm.models import idefics3
 
     from tinytitan.testing.tiny_model import _GENERATION_CONFIG, SEED

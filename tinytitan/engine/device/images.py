@@ -29,12 +29,12 @@ VIRTUAL_BASE = 1 << 30  # no vocabulary comes near it; ids stay int32
 
 @dataclass(frozen=True, slots=True)
 class ImageSpan:
-    """One image in a prompt: its first virtual id, its token count, where it starts in the prompt,
-    and its pixel inputs (NumPy arrays, made on the request thread)."""
+    """One image in a prompt: its first virtual id, its token count, the position after its last
+    image token, and its pixel inputs (NumPy arrays, made on the request thread)."""
 
     first: int
     n_tokens: int
-    position: int
+    end: int
     pixels: dict[str, Any] = field(repr=False)
 
 
@@ -65,7 +65,7 @@ class ImageModel:
 
         spans = []
         for span in vision.spans:
-            if span.position + span.n_tokens <= reused:
+            if span.end <= reused:
                 continue  # its tokens' KV state came from the cache
             features = vlm.vision_embeddings(self.vlm, span.n_tokens, span.pixels)
             mx.eval(features)
