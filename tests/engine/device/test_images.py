@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,13 +22,11 @@ from tinytitan.engine.request import ChatRequest, Image, Message, Sampling
 from tinytitan.engine.service import Engine
 from tinytitan.testing.device import EXACT
 from tinytitan.testing.images import image_message, keeping_images, picture
+from tinytitan.testing.loop import run
 from tinytitan.testing.waiting import wait_until
 
 RED, BLUE = picture((200, 10, 10)), picture((10, 10, 200))
 GREEDY = Sampling(temperature=0)
-
-
-_loop = asyncio.Runner()  # one event loop for the module's engine
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +36,6 @@ def engine(tiny_vision_dir: Path) -> Iterator[Engine]:
     with keeping_images():
         yield engine
     engine.shutdown()
-    _loop.close()
-
-
-def run(coro: Any) -> Any:
-    return _loop.run(coro)
 
 
 def backend_of(engine: Engine) -> MlxBackend:

@@ -96,10 +96,12 @@ class Vision:
         token a virtual id of its image, and what the device needs to compute the features."""
         images = [p for t in request.turns for p in t.parts if isinstance(p, Image)]
         pieces = text.split(self.placeholder)
-        if len(pieces) != len(images) + 1:
+        if len(pieces) > len(images) + 1:
+            raise self._spelled(request)
+        if len(pieces) < len(images) + 1:
             raise InvalidRequest(
-                f"this model's chat template placed {len(pieces) - 1} of the request's {len(images)} images "
-                "(a model's template shows images only in the turns it knows how to)",
+                f"this model's chat template shows {len(pieces) - 1} of the request's {len(images)} images "
+                "(a template shows images only in the turns it knows how to)",
                 param=request.request.messages_param,
                 code="invalid_message",
             )
@@ -111,12 +113,8 @@ class Vision:
             counts.append(image_text.count(self.placeholder))
         tokens = encode("".join(expanded))
         positions = [i for i, t in enumerate(tokens) if t == self.image_token_id]
-        if len(positions) != sum(counts):  # the text itself spelled an image token
-            raise InvalidRequest(
-                f"the conversation's text contains this model's image token {self.placeholder!r}",
-                param=request.request.messages_param,
-                code="invalid_message",
-            )
+        if len(positions) != sum(counts):
+            raise self._spelled(request)
         spans, at = [], 0
         for image, n, image_pixels in zip(images, counts, pixels, strict=True):
             first = VIRTUAL_BASE + int(image.digest[:16], 16) % _SPREAD
@@ -125,6 +123,15 @@ class Vision:
             spans.append(ImageSpan(first, n, positions[at + n - 1] + 1, image_pixels))
             at += n
         return tokens, VisionPrompt(tuple(spans), self.image_token_id)
+
+    def _spelled(self, request: ValidatedRequest) -> InvalidRequest:
+        """The text itself holds this model's image placeholder: it cannot be told from a picture."""
+        return InvalidRequest(
+            f"the conversation's text contains this model's image token {self.placeholder!r}; "
+            "send pictures as image parts",
+            param=request.request.messages_param,
+            code="invalid_message",
+        )
 
     # -- weights (the device thread) --------------------------------------------------------------
     def load(self, dtype: str | None) -> ImageModel:
