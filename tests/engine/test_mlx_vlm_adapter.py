@@ -48,7 +48,9 @@ def test_the_family_is_found_on_disk_and_the_model_has_what_serving_reads(model:
     ]
 
 
-def test_an_image_becomes_its_tiles_image_tokens_and_numpy_pixels(tiny_vision_dir: Path, config: dict[str, Any]) -> None:
+def test_an_image_becomes_its_tiles_image_tokens_and_numpy_pixels(
+    tiny_vision_dir: Path, config: dict[str, Any]
+) -> None:
     import numpy as np
 
     assert vlm.image_token(tiny_vision_dir, config) == ("<image>", IMAGE_TOKEN_ID)

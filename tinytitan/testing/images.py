@@ -41,7 +41,7 @@ def image_message(*parts: str | Image) -> Message:
 def _with_images(validate: Any) -> Any:
     def validating(request: ChatRequest, info: Any, **kwargs: Any) -> ValidatedRequest:
         kept: dict[int, tuple[str | Image, ...]] = {}
-        messages = []
+        messages: list[Message] = []
         for message in request.messages:
             content = message.content
             if isinstance(content, tuple) and any(p.image is not None for p in content):
@@ -65,9 +65,9 @@ def keeping_images() -> Iterator[None]:
     """While open, the engine's validator keeps a user message's images in its turn's ``parts``."""
     from tinytitan.engine import service
 
-    original = service.validate
-    service.validate = _with_images(original)
+    original = vars(service)["validate"]
+    vars(service)["validate"] = _with_images(original)
     try:
         yield
     finally:
-        service.validate = original
+        vars(service)["validate"] = original

@@ -72,7 +72,8 @@ _IMAGE_PROCESSOR = {
 
 
 def model_config(shape: str, dtype: str) -> dict[str, Any]:
-    from tinytitan.testing.tiny_model import SHAPES, model_config as text_config
+    from tinytitan.testing.tiny_model import SHAPES
+    from tinytitan.testing.tiny_model import model_config as text_config
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPES)}")
@@ -128,6 +129,7 @@ def build_vision_model(out: str | Path, *, shape: str = "tiny", dtype: str = "fl
     """Write a loadable Idefics3 directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
+
     from tinytitan.engine.mlx_vlm_adapter import imported
 
     imported()

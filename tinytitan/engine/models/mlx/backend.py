@@ -34,13 +34,13 @@ from tinytitan.engine.models.mlx import cpu_attention, loading
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
 from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
-from tinytitan.engine.models.mlx.vision import Vision, has_images
 from tinytitan.engine.models.mlx.template import (
     ends_in_open_thought,
     template_messages,
     template_tools,
     thinking_kwargs,
 )
+from tinytitan.engine.models.mlx.vision import Vision, has_images
 from tinytitan.engine.output.parser import EventParser, Markers, ParseOptions, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache.disk import DiskTier
 from tinytitan.engine.prompt_cache.memory import PromptCache
@@ -91,7 +91,10 @@ class MlxBackend(Backend):
             )
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
-        self.kv = served_form(kv, self.config, self.source.model_id) if self.vision is None else None
+        self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
+        if self.kv is not None and self.vision is not None:  # mlx-vlm's attention takes no quantized cache
+            log.warning("%s: a vision model's KV cache is kept in full precision (--kv-bits)", self.source.model_id)
+            self.kv = None
         disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
@@ -310,7 +313,9 @@ class MlxBackend(Backend):
                     code="invalid_message",
                 ) from exc
             if self.vision is not None and has_images(request):
-                tokens, vision = self.vision.expand(request, text, lambda s: list(tw.encode(s, add_special_tokens=False)))
+                tokens, vision = self.vision.expand(
+                    request, text, lambda s: list(tw.encode(s, add_special_tokens=False))
+                )
             else:
                 tokens = list(tw.encode(text, add_special_tokens=False))
         return Prompt(
