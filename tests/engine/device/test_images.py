@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from tinytitan.engine.device.images import VIRTUAL_BASE, ImageModel
 from tinytitan.engine.events import TextDelta
 from tinytitan.engine.job import Completion
 from tinytitan.engine.models.mlx import MlxBackend
-from tinytitan.engine.request import ChatRequest, Image, Message, Sampling
+from tinytitan.engine.request import ChatRequest, FormatRequest, Image, Message, Sampling
 from tinytitan.engine.service import Engine
 from tinytitan.testing.device import EXACT
 from tinytitan.testing.images import image_message, keeping_images, picture
@@ -110,6 +111,24 @@ def test_a_text_row_and_an_image_row_in_one_batch_give_what_each_gives_alone(eng
     assert backend.batch.peak_rows == 2
     assert [c.text for c in together] == [text_alone.text, image_alone.text]
     assert len(tokens(engine, image_request)) - len(tokens(engine, ask(engine, "Compare  with  in one word."))) > 24
+
+
+def test_a_grammar_and_penalties_hold_in_a_request_with_a_picture(engine: Engine) -> None:
+    """The penalties' token context holds the picture's virtual ids (read as the image token), the
+    JSON schema's mask holds the answer to the schema."""
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "blue"]}}, "required": ["colour"]}
+    schema["additionalProperties"] = False
+    fmt = FormatRequest("json_schema", "response_format", "response_format.json_schema.schema", schema=schema)
+    penalised = Sampling(temperature=0, repetition_penalty=1.3, presence_penalty=0.5)
+    request = ChatRequest(
+        model=engine.info.id,
+        messages=(image_message(RED, "Which colour? Answer in JSON."),),
+        max_tokens=64,
+        sampling=penalised,
+        output_format=fmt,
+    )
+    (done,) = complete(engine, request)
+    assert json.loads(done.text)["colour"] in ("red", "blue")
 
 
 def test_a_cancelled_image_row_leaves_the_batch_and_its_features(engine: Engine) -> None:
