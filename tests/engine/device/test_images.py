@@ -12,6 +12,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,8 +117,8 @@ def test_a_text_row_and_an_image_row_in_one_batch_give_what_each_gives_alone(eng
 def test_a_grammar_and_penalties_hold_in_a_request_with_a_picture(engine: Engine) -> None:
     """The penalties' token context holds the picture's virtual ids (read as the image token), the
     JSON schema's mask holds the answer to the schema."""
-    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "blue"]}}, "required": ["colour"]}
-    schema["additionalProperties"] = False
+    schema: dict[str, Any] = {"type": "object", "properties": {"colour": {"enum": ["red", "blue"]}}}
+    schema |= {"required": ["colour"], "additionalProperties": False}
     fmt = FormatRequest("json_schema", "response_format", "response_format.json_schema.schema", schema=schema)
     penalised = Sampling(temperature=0, repetition_penalty=1.3, presence_penalty=0.5)
     request = ChatRequest(

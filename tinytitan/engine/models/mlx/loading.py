@@ -72,7 +72,11 @@ def load_vision(vision: Any, dtype_setting: str, device: str | None = None, name
         with placement.device_context(device):
             size = sum(p.stat().st_size for p in vision.path.glob("*.safetensors"))
             progress(f"loading weights ({size / 1e6:.0f} MB, with mlx-vlm)")
-            return vision.load(compute_dtype(dtype_setting, device))
+            import mlx.core as mx
+
+            model = vision.load(compute_dtype(dtype_setting, device))
+            mx.eval(model.vlm.parameters(), private_arrays(model.vlm))
+            return model
     except Exception as exc:
         cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())
         raise ModelLoadFailed(

@@ -135,17 +135,15 @@ class Vision:
 
     # -- weights (the device thread) --------------------------------------------------------------
     def load(self, dtype: str | None) -> ImageModel:
-        """The weights, evaluated in ``dtype`` (None: the checkpoint's own), as the batch's model."""
+        """The weights (lazy; ``loading.load_vision`` evaluates them) in ``dtype`` (None: the
+        checkpoint's own), as the batch's model."""
         import mlx.core as mx
-
-        from tinytitan.engine.models.mlx.loading import private_arrays
 
         model = vlm.load_model(self.path)
         if missing := vlm.problems(model):
             raise ModelUnavailable(f"this mlx-vlm lacks {', '.join(missing)} (checked against mlx-vlm {vlm.TESTED})")
         if dtype is not None:
             model.set_dtype(getattr(mx, dtype))  # type: ignore[attr-defined]
-        mx.eval(model.parameters(), private_arrays(model))  # type: ignore[attr-defined]
         model.eval()  # type: ignore[attr-defined]
         return ImageModel(model)
 
