@@ -97,16 +97,23 @@ def test_features_spliced_by_virtual_id_give_mlx_vlms_own_logits(
     assert np.allclose(np.array(served(mx.array([plain]))), np.array(model.language_model(mx.array([plain])).logits))
 
 
-def test_an_image_the_prompt_cache_covered_is_not_computed_again(
+def test_a_picture_the_prompt_cache_covered_or_seen_lately_is_not_computed_again(
     tiny_vision_dir: Path, config: dict[str, Any], model: Any, device: None
 ) -> None:
     from tinytitan.engine.device.images import ImageSpan
 
     processor = vlm.image_processor(tiny_vision_dir)
     _text, pixels = vlm.image_tokens(tiny_vision_dir, config, processor, _decoded(picture((0, 0, 200))))
-    served = ImageModel(model)
+    served = ImageModel(model, recent=1)
     span = ImageSpan(VIRTUAL_BASE, 12, 20, pixels)
     served.admit(1, VisionPrompt((span,), IMAGE_TOKEN_ID), reused=20)
-    assert served.holding == 0
+    assert served.holding == 0 and served.computed == 0
     served.admit(1, VisionPrompt((span,), IMAGE_TOKEN_ID), reused=19)
-    assert served.holding == 1
+    assert served.holding == 1 and served.computed == 1
+    served.release(1)
+    served.admit(2, VisionPrompt((span,), IMAGE_TOKEN_ID), reused=0)  # the same picture behind another prefix
+    assert served.holding == 1 and served.computed == 1
+    other = ImageSpan(VIRTUAL_BASE + 99, 12, 20, pixels)
+    served.admit(3, VisionPrompt((other,), IMAGE_TOKEN_ID), reused=0)
+    served.admit(4, VisionPrompt((span,), IMAGE_TOKEN_ID), reused=0)  # pushed out by the other (recent=1)
+    assert served.computed == 3

@@ -9,13 +9,15 @@ them, and mlx-lm prefills it in chunks like text.
 ``ImageModel`` is the model the batch drives. When a row with images joins (``admit``, on the
 device thread), the vision tower turns each image the prompt cache did not already cover into its
 features, kept by virtual id; a call whose inputs hold virtual ids embeds the others as text and
-puts those features in their place, then runs the text model. The features are let go once the
-row's prompt is in (``release``). While no row holds features, a call is the text model's own (no
+puts those features in their place, then runs the text model. A row lets its features go once its
+prompt is in (``release``); the latest ``RECENT`` pictures' stay, for a picture sent again behind
+another prefix. While no row holds features, a call is the text model's own (no
 look at the inputs, no host sync).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ from tinytitan.engine import mlx_vlm_adapter as vlm
 __all__ = ["VIRTUAL_BASE", "ImageModel", "ImageSpan", "VisionPrompt"]
 
 VIRTUAL_BASE = 1 << 30  # no vocabulary comes near it; ids stay int32
+RECENT = 8  # pictures whose features ``ImageModel`` keeps after their rows' prompts are in
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +52,14 @@ class VisionPrompt:
 class ImageModel:
     """``model`` (an mlx-vlm ``Model``) with the interface mlx-lm's generator and our batch call."""
 
-    def __init__(self, model: vlm.VisionLanguageModel) -> None:
+    def __init__(self, model: vlm.VisionLanguageModel, recent: int = RECENT) -> None:
         self.vlm = model
         self._held: dict[int, list[tuple[int, int, Any]]] = {}  # row id → (first, n, features) spans
+        # the latest pictures' features by (first virtual id, tokens): a screenshot sent again after
+        # the prefix before it changed (the prompt cache misses) skips the vision tower
+        self._recent: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._keep = recent
+        self.computed = 0  # pictures through the vision tower, ever (tests)
 
     @property
     def layers(self) -> list[Any]:
@@ -67,8 +75,15 @@ class ImageModel:
         for span in vision.spans:
             if span.end <= reused:
                 continue  # its tokens' KV state came from the cache
-            features = vlm.vision_embeddings(self.vlm, span.n_tokens, span.pixels)
-            mx.eval(features)
+            key = (span.first, span.n_tokens)
+            features = self._recent.pop(key, None)
+            if features is None:
+                features = vlm.vision_embeddings(self.vlm, span.n_tokens, span.pixels)
+                mx.eval(features)
+                self.computed += 1
+            self._recent[key] = features
+            while len(self._recent) > self._keep:
+                self._recent.popitem(last=False)
             spans.append((span.first, span.n_tokens, features))
         if spans:
             self._held[row_id] = spans
