@@ -107,7 +107,7 @@ class ImageModel:
         import mlx.core as mx
         import numpy as np
 
-        ids = np.array(inputs, copy=False).astype(np.int64)
+        ids = np.asarray(inputs).astype(np.int64)
         virtual = ids >= VIRTUAL_BASE
         if not virtual.any():
             return None

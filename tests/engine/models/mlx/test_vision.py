@@ -86,3 +86,21 @@ def test_a_text_only_conversation_renders_as_before(engine: Engine) -> None:
     _validated, prompt = run(engine.validate(request))
     assert prompt.vision is None and all(t < VIRTUAL_BASE for t in prompt.tokens)
     assert prompt.text == "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_vision_model_answers_a_text_request_over_a_real_socket(tiny_vision_dir: Path) -> None:
+    import httpx
+
+    from tinytitan.testing.server import live_server
+
+    with live_server(MlxBackend(str(tiny_vision_dir))) as live:
+        body = {"model": live.engine.info.id, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        response = httpx.post(live.v1 + "/chat/completions", json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"] == {
+        "prompt_tokens": 9,
+        "completion_tokens": 4,
+        "total_tokens": 13,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }

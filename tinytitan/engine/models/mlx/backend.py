@@ -83,6 +83,8 @@ class MlxBackend(Backend):
         self.syntax = facts.syntax
         self._info = facts.info
         self.vision = Vision.of(self.source.path, self.config)  # None: a text model
+        if self.vision is not None and distributed is not None:
+            raise ModelUnavailable(f"{self.source.model_id}: a vision model is not served by a distributed group")
         if self.syntax is None:
             log.warning(
                 "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
