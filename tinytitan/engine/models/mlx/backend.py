@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
@@ -31,6 +31,7 @@ from tinytitan.engine.kv.form import KvForm, served_form, token_bytes
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
+from tinytitan.engine.models.mlx.detokenizer import Detokenizer
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
 from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
@@ -40,7 +41,7 @@ from tinytitan.engine.models.mlx.template import (
     template_tools,
     thinking_kwargs,
 )
-from tinytitan.engine.models.mlx.vision import Vision, has_images
+from tinytitan.engine.models.mlx.vision import Vision
 from tinytitan.engine.output.parser import EventParser, Markers, ParseOptions, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache.disk import DiskTier
 from tinytitan.engine.prompt_cache.memory import PromptCache
@@ -82,9 +83,7 @@ class MlxBackend(Backend):
         self.template = facts.template
         self.syntax = facts.syntax
         self._info = facts.info
-        self.vision = Vision.of(self.source.path, self.config)  # None: a text model
-        if self.vision is not None and distributed is not None:
-            raise ModelUnavailable(f"{self.source.model_id}: a vision model is not served by a distributed group")
+        self.vision = Vision.of(self.source.path, self.config, grouped=distributed is not None)  # None: text only
         if self.syntax is None:
             log.warning(
                 "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
@@ -94,9 +93,7 @@ class MlxBackend(Backend):
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
         self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
-        if self.kv is not None and self.vision is not None:  # mlx-vlm's attention takes no quantized cache
-            log.warning("%s: a vision model's KV cache is kept in full precision (--kv-bits)", self.source.model_id)
-            self.kv = None
+        self.kv = self.kv if self.vision is None else self.vision.kv_form(self.kv, self.source.model_id)
         disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
@@ -304,7 +301,6 @@ class MlxBackend(Backend):
         messages = template_messages(request, self.template)
         if self.vision is not None:
             messages = self.vision.messages(request, messages)
-        vision = None
         with self._tokenizer_lock:
             try:
                 text = self._apply_template(messages, tools, kwargs)
@@ -314,12 +310,12 @@ class MlxBackend(Backend):
                     param=request.request.messages_param,
                     code="invalid_message",
                 ) from exc
-            if self.vision is not None and has_images(request):
-                tokens, vision = self.vision.expand(
+            if self.vision is None:
+                tokens, vision = list(tw.encode(text, add_special_tokens=False)), None
+            else:  # with its pictures' image tokens, and what the device needs for them
+                tokens, vision = self.vision.tokens(
                     request, text, lambda s: list(tw.encode(s, add_special_tokens=False))
                 )
-            else:
-                tokens = list(tw.encode(text, add_special_tokens=False))
         return Prompt(
             text=text,
             n_tokens=len(tokens),
@@ -382,7 +378,7 @@ class MlxBackend(Backend):
         return mask
 
     def decoder(self) -> Decoder:
-        return _Detokenizer(self.tokenizer.detokenizer)
+        return Detokenizer(self.tokenizer.detokenizer)
 
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         """The llguidance mask this generation needs (``models.grammar.mask_for``); None for free text."""
@@ -400,21 +396,3 @@ class MlxBackend(Backend):
             self.distributed.shutdown()  # the followers exit with rank 0
         if not self.prompt_cache.flush(timeout=30):
             log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
-
-
-class _Detokenizer(Decoder):
-    """mlx-lm's streaming detokenizer (multi-byte characters wait for their last token)."""
-
-    def __init__(self, detokenizer: Any) -> None:
-        self._detokenizer = detokenizer
-
-    def feed(self, tokens: Sequence[Any]) -> str:
-        text = []
-        for token in tokens:
-            self._detokenizer.add_token(token)
-            text.append(self._detokenizer.last_segment)
-        return "".join(text)
-
-    def finish(self) -> str:
-        self._detokenizer.finalize()
-        return str(self._detokenizer.last_segment)

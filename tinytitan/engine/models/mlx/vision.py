@@ -23,15 +23,11 @@ from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.request import Image, Turn, ValidatedRequest
 
-__all__ = ["Vision", "has_images"]
+__all__ = ["Vision"]
 
 log = logging.getLogger("tinytitan.mlx")
 
 _SPREAD = (1 << 30) - (1 << 24)  # an image's first virtual id lies in [VIRTUAL_BASE, VIRTUAL_BASE + _SPREAD)
-
-
-def has_images(request: ValidatedRequest) -> bool:
-    return any(isinstance(p, Image) for t in request.turns for p in t.parts)
 
 
 class Vision:
@@ -45,11 +41,14 @@ class Vision:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, path: Path, config: dict[str, Any]) -> Vision | None:
-        """The checkpoint's vision half; None for a text model; ``ModelUnavailable`` when it cannot serve."""
+    def of(cls, path: Path, config: dict[str, Any], *, grouped: bool = False) -> Vision | None:
+        """The checkpoint's vision half; None for a text model; ``ModelUnavailable`` when it cannot
+        serve (``grouped``: as one rank of a distributed group)."""
         if not isinstance(config.get("vision_config"), dict):
             return None
         model_type = str(config.get("model_type"))
+        if grouped:
+            raise ModelUnavailable(f"'{model_type}' is a vision-language model: not served by a distributed group")
         if not vlm.installed():
             raise ModelUnavailable(
                 f"'{model_type}' is a vision-language model and mlx-vlm is not installed: "
@@ -62,6 +61,13 @@ class Vision:
             return cls(path, config)
         except ValueError as exc:
             raise ModelUnavailable(str(exc)) from None
+
+    @staticmethod
+    def kv_form(kv: Any, model_id: str) -> None:
+        """The KV cache's form for a vision model: full precision (mlx-vlm's attention takes no
+        quantized cache), said once where ``--kv-bits`` asked for one."""
+        if kv is not None:
+            log.warning("%s: a vision model's KV cache is kept in full precision (--kv-bits)", model_id)
 
     @property
     def processor(self) -> Any:
@@ -89,12 +95,15 @@ class Vision:
             return "".join(self.placeholder if isinstance(p, Image) else p for p in parts)
         return [{"type": "image"} if isinstance(p, Image) else {"type": "text", "text": p} for p in parts if p != ""]
 
-    def expand(
+    def tokens(
         self, request: ValidatedRequest, text: str, encode: Callable[[str], list[int]]
-    ) -> tuple[list[int], VisionPrompt]:
+    ) -> tuple[list[int], VisionPrompt | None]:
         """The rendered ``text`` (one placeholder per image, in order) → its token ids, each image
-        token a virtual id of its image, and what the device needs to compute the features."""
+        token a virtual id of its image, and what the device needs to compute the features (None:
+        no image in the request)."""
         images = [p for t in request.turns for p in t.parts if isinstance(p, Image)]
+        if not images:
+            return encode(text), None
         pieces = text.split(self.placeholder)
         if len(pieces) > len(images) + 1:
             raise self._spelled(request)
