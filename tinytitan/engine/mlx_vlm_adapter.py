@@ -148,16 +148,21 @@ def image_token(path: Path, config: dict[str, Any]) -> tuple[str, int]:
     return "<image>", token_id
 
 
-def image_tokens(path: Path, config: dict[str, Any], processor: Any, image: Any) -> tuple[str, dict[str, Any]]:
+def image_tokens(
+    path: Path, config: dict[str, Any], processor: Any, image: Any, *, low: bool = False
+) -> tuple[str, dict[str, Any]]:
     """One decoded image (a PIL image) → the prompt text that stands for it (its image tokens and the
-    family's markers around them) and its pixel inputs (NumPy arrays, the model's keyword names)."""
+    family's markers around them) and its pixel inputs (NumPy arrays, the model's keyword names).
+    ``low`` (a client's ``detail: "low"``): the family's one low-resolution view (Idefics3: the
+    global image alone, no tiles)."""
     model_type = str(config.get("model_type"))
     if model_type not in FAMILIES:
         raise ValueError(f"mlx-vlm family '{model_type}' is not served yet")
     imported()
     from mlx_vlm.models.idefics3.processing_idefics3 import get_image_prompt_string
 
-    out = processor([[image]], return_row_col_info=True, return_tensors="np")
+    split = {"do_image_splitting": False} if low else {}
+    out = processor([[image]], return_row_col_info=True, return_tensors="np", **split)
     seq_len = int(_processor_config(path).get("image_seq_len", 169))
     text = get_image_prompt_string(
         int(out["rows"][0][0]),

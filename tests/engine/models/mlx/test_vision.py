@@ -76,6 +76,18 @@ def test_a_picture_is_its_image_tokens_each_a_virtual_id_of_its_content(engine: 
     assert sum(t >= VIRTUAL_BASE for t in prompt_tokens(engine, RED, BLUE, "Two.")) == 24
 
 
+def test_detail_low_is_the_global_view_alone_under_other_ids(engine: Engine) -> None:
+    import dataclasses
+
+    high = [t for t in prompt_tokens(engine, RED, "Colour?") if t >= VIRTUAL_BASE]
+    low = [t for t in prompt_tokens(engine, dataclasses.replace(RED, detail="low"), "Colour?") if t >= VIRTUAL_BASE]
+    assert len(high) == 12 and len(low) == 4  # no tiles: the 64-pixel global view's 4 tokens
+    assert not set(low) & set(high)
+    assert [
+        t for t in prompt_tokens(engine, dataclasses.replace(RED, detail="high"), "Colour?") if t >= VIRTUAL_BASE
+    ] == high
+
+
 def test_text_that_spells_the_image_token_is_refused_by_name(engine: Engine) -> None:
     with pytest.raises(InvalidRequest, match="contains this model's image token '<image>'"):
         prompt_tokens(engine, "a literal <image> here ", RED)

@@ -10,6 +10,7 @@ a virtual id derived from the image's digest (``device/images.py``): what the pr
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import threading
@@ -116,7 +117,10 @@ class Vision:
             )
         expanded, pixels, counts = [pieces[0]], [], []
         for image, rest in zip(images, pieces[1:], strict=True):
-            image_text, image_pixels = vlm.image_tokens(self.path, self.config, self.processor, _decoded(image))
+            low = image.detail == "low"
+            image_text, image_pixels = vlm.image_tokens(
+                self.path, self.config, self.processor, _decoded(image), low=low
+            )
             expanded += [image_text, rest]
             pixels.append(image_pixels)
             counts.append(image_text.count(self.placeholder))
@@ -126,7 +130,7 @@ class Vision:
             raise self._spelled(request)
         spans, at = [], 0
         for image, n, image_pixels in zip(images, counts, pixels, strict=True):
-            first = VIRTUAL_BASE + int(image.digest[:16], 16) % _SPREAD
+            first = _first_id(image)
             for j, position in enumerate(positions[at : at + n]):
                 tokens[position] = first + j
             spans.append(ImageSpan(first, n, positions[at + n - 1] + 1, image_pixels))
@@ -155,6 +159,13 @@ class Vision:
             model.set_dtype(getattr(mx, dtype))  # type: ignore[attr-defined]
         model.eval()  # type: ignore[attr-defined]
         return ImageModel(model)
+
+
+def _first_id(image: Image) -> int:
+    """The picture's first virtual id: its content, and the view asked for (a low-detail view's
+    tokens are other features than the tiled one's)."""
+    key = image.digest if image.detail != "low" else hashlib.sha256(f"{image.digest}:low".encode()).hexdigest()
+    return VIRTUAL_BASE + int(key[:16], 16) % _SPREAD
 
 
 def _decoded(image: Image) -> Any:
