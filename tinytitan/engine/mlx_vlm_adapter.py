@@ -19,7 +19,7 @@ exactly what is read:
 
 ``problems(model)`` names what a loaded model lacks of this contract. The contract test
 (``tests/engine/test_mlx_vlm_adapter.py``) drives the tiny vision model through every piece: run it
-before lifting the upper bound on ``mlx-vlm`` in ``pyproject.toml``.
+before lifting ``REQUIREMENT``'s upper bound (and the install commands that spell it).
 
 Families served: those whose text model takes 1-D positions (Idefics3 / SmolVLM). Qwen2.5-VL /
 Qwen3-VL (M-RoPE: 3-D position ids) and Gemma 3 are refused by name until their expansion and
@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "FAMILIES",
+    "REQUIREMENT",
     "TESTED",
     "VisionLanguageModel",
     "image_processor",
@@ -50,7 +51,8 @@ __all__ = [
     "vision_embeddings",
 ]
 
-TESTED = "0.7"  # the mlx-vlm minor this contract was checked against (pyproject bounds it below the next)
+TESTED = "0.7"  # the mlx-vlm minor this contract was checked against
+REQUIREMENT = "mlx-vlm>=0.7.10,<0.8"  # installed with --no-deps (pyproject.toml's [vision] extra says why)
 FAMILIES = ("idefics3",)  # model types whose prompts and positions this module knows
 
 

@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         help="quantize the weights to this many bits (group size 64)",
     )
     parser.add_argument(
-        "--vision", action="store_true", help="a vision-language model (Idefics3 layout; needs tinytitan[vision])"
+        "--vision",
+        action="store_true",
+        help="a vision-language model (Idefics3 layout; needs mlx-vlm and tinytitan[vision])",
     )
     args = parser.parse_args(argv)
     dtype = args.dtype or ("float32" if args.shape.startswith("tiny") else "bfloat16")

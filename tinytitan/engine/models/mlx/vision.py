@@ -53,7 +53,7 @@ class Vision:
         if not vlm.installed():
             raise ModelUnavailable(
                 f"'{model_type}' is a vision-language model and mlx-vlm is not installed: "
-                "pip install 'tinytitan[mlx,vision]' (README \"Vision models\")"
+                f"pip install --no-deps '{vlm.REQUIREMENT}' && pip install 'tinytitan[mlx,vision]'"
             )
         if model_type not in vlm.FAMILIES or not vlm.supported(model_type):
             served = ", ".join(vlm.FAMILIES)
