@@ -9,7 +9,8 @@ them, and mlx-lm prefills it in chunks like text.
 ``ImageModel`` is the model the batch drives. When a row with images joins (``admit``, on the
 device thread), the vision tower turns each image the prompt cache did not already cover into its
 features, kept by virtual id; a call whose inputs hold virtual ids embeds the others as text and
-puts those features in their place, then runs the text model. A row lets its features go once its
+puts those features in their place, then runs the text model (only a one-row call can hold a
+prompt chunk: a decode step of several rows goes straight through). A row lets its features go once its
 prompt is in (``release``); the latest ``RECENT`` pictures' stay, for a picture sent again behind
 another prefix. While no row holds features, a call is the text model's own (no
 look at the inputs, no host sync).
@@ -98,7 +99,9 @@ class ImageModel:
 
     # -- the model call (mlx-lm's generator, the device thread) ----------------------------------
     def __call__(self, inputs: Any, cache: Any = None, input_embeddings: Any = None) -> Any:
-        if input_embeddings is None and self._held:
+        # a prompt is prefilled alone (``MlxBatch``: a prefill batch of 1), so a call of several rows
+        # is a decode step — sampled tokens, never a virtual id — and needs no look (no host sync)
+        if input_embeddings is None and self._held and inputs.shape[0] == 1:
             input_embeddings = self._embed(inputs)
         return vlm.logits(self.vlm, inputs, cache, input_embeddings)
 

@@ -112,7 +112,7 @@ class MlxBatch(Batch):
             self.gen = BatchGenerator(
                 model,
                 completion_batch_size=self.max_rows,
-                prefill_batch_size=1,
+                prefill_batch_size=1,  # one prompt at a time (images.ImageModel relies on it)
                 prefill_step_size=self.prefill_alone,  # its prompt batch's largest product; each step sets its own
             )
         # what this mlx-lm lacks of the adapter's contract turns off what needs it (one line, once)
