@@ -93,3 +93,12 @@ def tiny_kv_dir() -> Path:
 
     with device_thread.claimed(beside_workers=True):
         return tiny_model_dir("tiny-kv")
+
+
+@pytest.fixture(scope="session")
+def tiny_vision_dir() -> Path:
+    """A tiny random vision-language model (``tiny_model --vision``: Idefics3 through mlx-vlm), cached."""
+    from tinytitan.testing.tiny_vision import tiny_vision_dir as build
+
+    with device_thread.claimed(beside_workers=True):
+        return build()

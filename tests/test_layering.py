@@ -91,7 +91,7 @@ def test_the_engine_knows_no_protocol(module: str) -> None:
 # Bottom first. A module of one stage may import its own stage and any stage below, never one above;
 # every import counts — at the top, inside a function (lazy), or under TYPE_CHECKING.
 STAGE_ORDER: tuple[tuple[str, ...], ...] = (
-    ("errors", "events", "readiness", "mlx_lm_adapter"),  # the vocabulary every stage shares
+    ("errors", "events", "readiness", "mlx_lm_adapter", "mlx_vlm_adapter"),  # the vocabulary every stage shares
     ("grammar",),  # grammars and the llguidance mask: from schemas, tool lists and token ids alone
     ("output",),  # generated text → events
     ("request",),  # ChatRequest, the validator, reasoning, routing, sampling and its defaults

@@ -289,7 +289,7 @@ def check_quick_start(run: Run) -> None:
 
 
 def check_tests(run: Run) -> None:
-    assert _extras(run.recorded) == {"mlx", "cpu", "test"} and _extras(run.recorded) <= _pyproject_extras()
+    assert _extras(run.recorded) == {"mlx", "cpu", "vision", "test"} and _extras(run.recorded) <= _pyproject_extras()
     assert any("-m pytest" in line for line in run.recorded)
     suite = readme_sections()["Tests and CI"].blocks[0][1].strip()
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith(suite)  # CI runs the README's line verbatim

@@ -1,13 +1,20 @@
-"""Small real pictures for the image tests (issue 41), made with Pillow, and the ways clients send them."""
+"""Small real pictures for the image tests (issue 41), made with Pillow, and the ways clients send them.
+
+``picture`` encodes a solid-colour picture (bytes, as a client sends them); ``checked_picture`` is one
+as the request side checks it (an ``Image``: a different colour is a different image, byte for byte);
+``image_message`` is a user message of text and checked images as the engine receives it."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import struct
 import zlib
 
-__all__ = ["bomb_png", "data_url", "picture", "truncated"]
+from tinytitan.engine.request import Image, Message, Part
+
+__all__ = ["bomb_png", "checked_picture", "data_url", "image_message", "picture", "truncated"]
 
 _FORMATS = {"png": "PNG", "jpeg": "JPEG", "gif": "GIF", "webp": "WEBP"}
 
@@ -40,4 +47,17 @@ def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit greyscale
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    )
+
+
+def checked_picture(color: tuple[int, int, int], size: tuple[int, int] = (100, 50)) -> Image:
+    """A solid ``color`` PNG of ``size`` (width, height), as the request side checks one."""
+    data = picture("png", size[0], size[1], color)
+    return Image(data, "image/png", hashlib.sha256(data).hexdigest(), size[0], size[1])
+
+
+def image_message(*parts: str | Image) -> Message:
+    """A user message of text and checked image parts, in order."""
+    return Message(
+        "user", tuple(Part("image", image=p) if isinstance(p, Image) else Part("text", text=p) for p in parts)
     )

@@ -7,6 +7,7 @@ weights are a random ``qwen3`` model with a fixed seed: it emits gibberish, whic
 engine path is what tests exercise.
 
     python -m tinytitan.testing.tiny_model OUT_DIR [--shape tiny|0.6b] [--dtype float32] [--quantize 4]
+    python -m tinytitan.testing.tiny_model OUT_DIR --vision [--shape tiny]   (tiny_vision.py: needs mlx-vlm)
 
 ``tiny_model_dir()`` returns a per-machine cached build (keyed by package versions and shape), so
 a test session builds it once.
@@ -302,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="quantize the weights to this many bits (group size 64)",
     )
+    parser.add_argument(
+        "--vision",
+        action="store_true",
+        help="a vision-language model (Idefics3 layout; needs mlx-vlm and tinytitan[vision])",
+    )
     args = parser.parse_args(argv)
     dtype = args.dtype or ("float32" if args.shape.startswith("tiny") else "bfloat16")
     if args.out_dir.exists() and any(args.out_dir.iterdir()):
@@ -312,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     # This program has no device worker: its thread is the device. A test calls main() in its own process,
     # beside the workers of other tests' engines, each with its own streams.
     with device_thread.claimed(beside_workers=True):
-        build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
+        if args.vision:
+            from tinytitan.testing.tiny_vision import build_vision_model
+
+            build_vision_model(args.out_dir, shape=args.shape, dtype=dtype)
+        else:
+            build_model(args.out_dir, shape=args.shape, dtype=dtype, quantize=args.quantize)
     print(args.out_dir)
     return 0
 

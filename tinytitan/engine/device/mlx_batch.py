@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.device.draft_model import ModelDrafts
+from tinytitan.engine.device.images import VIRTUAL_BASE, penalty_tokens
 from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
@@ -111,7 +112,7 @@ class MlxBatch(Batch):
             self.gen = BatchGenerator(
                 model,
                 completion_batch_size=self.max_rows,
-                prefill_batch_size=1,
+                prefill_batch_size=1,  # one prompt at a time (images.ImageModel relies on it)
                 prefill_step_size=self.prefill_alone,  # its prompt batch's largest product; each step sets its own
             )
         # what this mlx-lm lacks of the adapter's contract turns off what needs it (one line, once)
@@ -148,8 +149,14 @@ class MlxBatch(Batch):
                 from tinytitan.engine.kv.cache import row_caches
 
                 cache = row_caches(self.model, self.kv)
-            running = _Running(row, -1, cached=reused, todo=len(tokens) - reused, draftable=mask is None)
-            processors = [self._guard(running, p) for p in self.make_processors(row.request.sampling, tokens, 0)]
+            vision = getattr(row.prompt, "vision", None)  # images: features now, virtual ids for processors
+            if vision is not None:
+                self.model.admit(row.id, vision, reused)
+            draftable = mask is None and vision is None  # a lookup draft must never propose a virtual id
+            running = _Running(row, -1, cached=reused, todo=len(tokens) - reused, draftable=draftable)
+            seen = penalty_tokens(tokens, vision) if vision is not None else tokens
+            made = self.make_processors(row.request.sampling, seen, 0)
+            processors = [self._guard(running, _seen_as(p, vision)) for p in made]
             if mask is not None:
                 processors.append(self._guard(running, mask))  # last: penalties cannot re-open a masked token
             (uid,) = self.gen.insert(
@@ -191,6 +198,7 @@ class MlxBatch(Batch):
         with self._on_device():
             caches = self.gen.remove([r.uid for r in leaving], return_prompt_caches=True)
             for running in leaving:
+                self._prompt_done(running)
                 del self._running[running.uid]
                 del self._by_row[running.row.id]
                 if keep:
@@ -228,6 +236,8 @@ class MlxBatch(Batch):
             running = self._running.get(response.uid)
             if running is None:
                 continue
+            if not running.decoding:
+                self._prompt_done(running)
             running.decoding = True
             if running.error is not None:  # sampled from unmasked logits: dropped, and the row fails
                 failed.append(running)
@@ -263,6 +273,7 @@ class MlxBatch(Batch):
 
     def _interrupted(self, running: _Running) -> None:
         """``running`` was cancelled mid-chunk: it leaves, its KV state rewound to before the chunk."""
+        self._prompt_done(running)
         del self._running[running.uid]
         del self._by_row[running.row.id]
         with self._on_device():
@@ -273,6 +284,11 @@ class MlxBatch(Batch):
                 self._remember(*kept)
         kept_tokens = len(kept[1]) if kept else 0
         log.debug("row %d left its prefill mid-chunk (%d prompt tokens kept)", running.row.id, kept_tokens)
+
+    def _prompt_done(self, running: _Running) -> None:
+        """``running``'s prompt is in (or it left): its image features are let go."""
+        if getattr(running.row.prompt, "vision", None) is not None:
+            self.model.release(running.row.id)
 
     def _draftable(self, uid: int) -> bool:
         running = self._running.get(uid)
@@ -314,6 +330,20 @@ def _say_lacking(lacking: dict[str, list[str]]) -> None:
                 f"mlx-lm {TESTED}",
                 consequence,
             )
+
+
+def _seen_as(processor: Any, vision: Any) -> Any:
+    """``processor`` for a row with images: virtual ids in its token context read as the image token."""
+    if vision is None:
+        return processor
+    image_token = vision.image_token_id
+
+    def seen(tokens: Any, logits: Any) -> Any:
+        import mlx.core as mx
+
+        return processor(mx.where(tokens >= VIRTUAL_BASE, image_token, tokens), logits)
+
+    return seen
 
 
 def _row_error(error: BaseException) -> BaseException:

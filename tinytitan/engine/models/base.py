@@ -39,6 +39,7 @@ class Prompt:
     n_tokens: int
     tokens: Any = None  # the backend's own token ids, when it has them
     start_in_reasoning: bool = False  # the template opened a thought (the prompt ends inside <think>)
+    vision: Any = None  # a prompt with images: what the device needs for them (``device.images.VisionPrompt``)
 
 
 @dataclass(slots=True)

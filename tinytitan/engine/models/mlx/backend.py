@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
@@ -31,6 +31,7 @@ from tinytitan.engine.kv.form import KvForm, served_form, token_bytes
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.models.mlx import cpu_attention, loading
+from tinytitan.engine.models.mlx.detokenizer import Detokenizer
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
 from tinytitan.engine.models.mlx.syntax import HARMONY, raw_inputs, wrap_parser
@@ -40,6 +41,7 @@ from tinytitan.engine.models.mlx.template import (
     template_tools,
     thinking_kwargs,
 )
+from tinytitan.engine.models.mlx.vision import Vision
 from tinytitan.engine.output.parser import EventParser, Markers, ParseOptions, ToolParser, json_tool_parser
 from tinytitan.engine.prompt_cache.disk import DiskTier
 from tinytitan.engine.prompt_cache.memory import PromptCache
@@ -81,6 +83,7 @@ class MlxBackend(Backend):
         self.template = facts.template
         self.syntax = facts.syntax
         self._info = facts.info
+        self.vision = Vision.of(self.source.path, self.config, grouped=distributed is not None)  # None: text only
         if self.syntax is None:
             log.warning(
                 "%s: no tool-call parser knows this chat template's syntax; serving it without tools "
@@ -90,6 +93,7 @@ class MlxBackend(Backend):
         self.dtype = dtype
         self.device = device  # "cpu" runs on the CPU where an accelerator is the default (<id>@cpu)
         self.kv = served_form(kv, self.config, self.source.model_id)  # the KV cache's form (--kv-bits), or None
+        self.kv = self.kv if self.vision is None else self.vision.kv_form(self.kv, self.source.model_id)
         disk = DiskTier(prompt_cache_dir, prompt_cache_disk_mib * 2**20, kv=self.kv) if prompt_cache_dir else None
         self.prompt_cache = PromptCache(prompt_cache_entries, prompt_cache_mib * 2**20, disk=disk)
         self._identity: str | None = None
@@ -234,7 +238,10 @@ class MlxBackend(Backend):
 
                 self._model = load_shard(self, self.distributed)
                 return
-            self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
+            if self.vision is not None:
+                self._model = loading.load_vision(self.vision, self.dtype, self.device, self._info.id)
+            else:
+                self._model, _config = loading.load_weights(self.source.path, self.dtype, self.device, self._info.id)
             log.info("loaded %s from %s", self._info.id, self.source.path)
             if self.draft_source is not None:
                 path = self.draft_source.path
@@ -292,6 +299,8 @@ class MlxBackend(Backend):
         kwargs = thinking_kwargs(request.reasoning_level, self._info.reasoning_levels)
         tools = template_tools(request.tools) if self.syntax is not None else None
         messages = template_messages(request, self.template)
+        if self.vision is not None:
+            messages = self.vision.messages(request, messages)
         with self._tokenizer_lock:
             try:
                 text = self._apply_template(messages, tools, kwargs)
@@ -301,12 +310,18 @@ class MlxBackend(Backend):
                     param=request.request.messages_param,
                     code="invalid_message",
                 ) from exc
-            tokens = list(tw.encode(text, add_special_tokens=False))
+            if self.vision is None:
+                tokens, vision = list(tw.encode(text, add_special_tokens=False)), None
+            else:  # with its pictures' image tokens, and what the device needs for them
+                tokens, vision = self.vision.tokens(
+                    request, text, lambda s: list(tw.encode(s, add_special_tokens=False))
+                )
         return Prompt(
             text=text,
             n_tokens=len(tokens),
             tokens=tokens,
             start_in_reasoning=ends_in_open_thought(text, tw.think_start),
+            vision=vision,
         )
 
     def _apply_template(self, messages: list[dict[str, Any]], tools: Any, kwargs: dict[str, Any]) -> str:
@@ -363,7 +378,7 @@ class MlxBackend(Backend):
         return mask
 
     def decoder(self) -> Decoder:
-        return _Detokenizer(self.tokenizer.detokenizer)
+        return Detokenizer(self.tokenizer.detokenizer)
 
     def _grammar_mask(self, request: ValidatedRequest, prompt: Prompt) -> Any:
         """The llguidance mask this generation needs (``models.grammar.mask_for``); None for free text."""
@@ -381,21 +396,3 @@ class MlxBackend(Backend):
             self.distributed.shutdown()  # the followers exit with rank 0
         if not self.prompt_cache.flush(timeout=30):
             log.warning("the prompt cache was still writing to disk at shutdown; unfinished blocks are dropped")
-
-
-class _Detokenizer(Decoder):
-    """mlx-lm's streaming detokenizer (multi-byte characters wait for their last token)."""
-
-    def __init__(self, detokenizer: Any) -> None:
-        self._detokenizer = detokenizer
-
-    def feed(self, tokens: Sequence[Any]) -> str:
-        text = []
-        for token in tokens:
-            self._detokenizer.add_token(token)
-            text.append(self._detokenizer.last_segment)
-        return "".join(text)
-
-    def finish(self) -> str:
-        self._detokenizer.finalize()
-        return str(self._detokenizer.last_segment)

@@ -82,6 +82,7 @@ def read_facts(path: Path, model_id: str, max_context: int | None = None) -> Fac
         forced_tool_calls=syntax in FORCEABLE,
         freeform_grammars=syntax in FORCEABLE,  # a custom tool's input grammar sits in a call grammar
         tool_calls=syntax is not None,
+        vision=isinstance(config.get("vision_config"), dict),  # a vision-language checkpoint (mlx-vlm)
     )
     return Facts(path, config, template, syntax, info)
 
@@ -120,7 +121,11 @@ def check_loadable(path: Path) -> None:
         raise ModelUnavailable("config.json names no model_type")
     if importlib.util.find_spec("mlx_lm") is None:  # the mlx extra is missing: no architecture is supported
         raise ModelUnavailable(MLX_LM_MISSING)
-    if not _architecture_supported(model_type):
+    if isinstance(config.get("vision_config"), dict):
+        from tinytitan.engine.models.mlx.vision import Vision
+
+        Vision.of(path, config)  # mlx-vlm installed, and a family it serves
+    elif not _architecture_supported(model_type):
         raise ModelUnavailable(f"architecture '{model_type}' is not supported by mlx-lm")
     _check_weights(path)
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):

@@ -20,8 +20,10 @@ from tinytitan.engine.readiness import progress
 __all__ = [
     "draft_source",
     "load_tokenizer",
+    "load_vision",
     "load_weights",
     "model_identity",
+    "private_arrays",
 ]
 
 log = logging.getLogger("tinytitan.mlx")
@@ -64,6 +66,24 @@ def load_weights(
         ) from exc
 
 
+def load_vision(vision: Any, dtype_setting: str, device: str | None = None, name: str | None = None) -> Any:
+    """A vision-language model's weights through mlx-vlm (``models/mlx/vision.py``), as ``load_weights``."""
+    try:
+        with placement.device_context(device):
+            size = sum(p.stat().st_size for p in vision.path.glob("*.safetensors"))
+            progress(f"loading weights ({size / 1e6:.0f} MB, with mlx-vlm)")
+            import mlx.core as mx
+
+            model = vision.load(compute_dtype(dtype_setting, device))
+            mx.eval(model.vlm.parameters(), private_arrays(model.vlm))
+            return model
+    except Exception as exc:
+        cause = " ".join((exc.message if isinstance(exc, ModelUnavailable) else str(exc)).split())
+        raise ModelLoadFailed(
+            f"model '{name or vision.path.name}' could not be loaded from {vision.path}: {cause or type(exc).__name__}"
+        ) from exc
+
+
 def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[Any, dict[str, Any]]:
     import mlx.core as mx
     from mlx_lm.utils import dequantize_model, load_model
@@ -76,12 +96,12 @@ def _load_weights(path: Path, dtype_setting: str, device: str | None) -> tuple[A
         model = dequantize_model(model)  # a no-op for an unquantized checkpoint
         model.set_dtype(getattr(mx, target))
         log.debug("running %s in %s", path.name, target)
-    mx.eval(model.parameters(), _private_arrays(model))
+    mx.eval(model.parameters(), private_arrays(model))
     model.eval()
     return model, config
 
 
-def _private_arrays(model: Any) -> list[Any]:
+def private_arrays(model: Any) -> list[Any]:
     """Arrays modules keep outside their parameters (a RoPE's ``_freqs``: Llama 3, Gemma 4, ...).
 
     They are built lazily on the loading thread, and MLX streams are thread-local: the batch runner,
