@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_profile import profiled, split_report  # noqa: E402
+from bench_profile import profiled, split_report
 
 _CONTENT = re.compile(rb'"content":"[^"]')
 Rate = tuple[float, int]  # (aggregate tok/s, tokens counted)
@@ -256,8 +256,9 @@ def main() -> None:
             for name, target in (("engine", 0.95), ("http", 0.9)):
                 for against in [base] + (["BatchGenerator"] if rows == 1 else []):
                     paired = [a / b for a, b in zip(rates[(name, rows)], rates[(against, rows)], strict=True)]
+                    best, median = max(paired), statistics.median(paired)
                     print(
-                        f"{rows} rows: {name} ÷ {against}: best {max(paired):.3f}, median {statistics.median(paired):.3f}"
+                        f"{rows} rows: {name} ÷ {against}: best {best:.3f}, median {median:.3f}"
                         f"  (median tok/s {statistics.median(rates[(name, rows)]):.0f} vs "
                         f"{statistics.median(rates[(against, rows)]):.0f}; target ≥ {target})",
                         flush=True,
