@@ -247,7 +247,7 @@ def test_a_failure_mid_generation_raises_from_events_and_frees_the_slot(make_eng
         with pytest.raises(GenerationFailed):
             async for event in job.events():
                 seen.append(event)
-        assert [e.text for e in seen] == ["one", " two"]
+        assert "".join(e.text for e in seen) == "one two"  # the events before the failure (fewer when lagging)
         await wait_until_async(lambda: idle(engine))  # freed when the worker stops
         assert (await engine.complete(ask())).finished.reason == "stop"
 
