@@ -209,8 +209,10 @@ def test_events_end_with_one_finished_and_free_the_slot(make_engine: MakeEngine)
     async def main() -> None:
         job = await engine.prepare(ask())
         events = [e async for e in job.events()]
-        assert [e.text for e in events if isinstance(e, TextDelta)] == ["alpha", " beta", " gamma", " STOP", " delta"]
+        # one delta per token while the loop keeps up; fewer, the same text, when it lags (inbox.py)
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "alpha beta gamma STOP delta"
         assert isinstance(events[-1], Finished) and events[-1].reason == "stop"
+        assert [e for e in events if isinstance(e, Finished)] == [events[-1]]
         await wait_until_async(lambda: idle(engine))  # freed when the worker stops
 
     asyncio.run(main())
@@ -245,7 +247,7 @@ def test_a_failure_mid_generation_raises_from_events_and_frees_the_slot(make_eng
         with pytest.raises(GenerationFailed):
             async for event in job.events():
                 seen.append(event)
-        assert [e.text for e in seen] == ["one", " two"]
+        assert "".join(e.text for e in seen) == "one two"  # the events before the failure (fewer when lagging)
         await wait_until_async(lambda: idle(engine))  # freed when the worker stops
         assert (await engine.complete(ask())).finished.reason == "stop"
 

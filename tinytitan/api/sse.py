@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from litestar import Request
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.types import Receive, Scope, Send
 
-from tinytitan.api.wire import encode_text
+from tinytitan.api.wire import encode, encode_text
 
 __all__ = ["KEEPALIVE_SECONDS", "SSE", "Keepalive", "keepalive_interval", "no_event", "sse_response", "with_keepalive"]
 
@@ -41,12 +43,33 @@ class SSE:
         """The data as sent: JSON, or the string as it is (an SSE ``data:`` field, a WebSocket text frame)."""
         return self.data if isinstance(self.data, str) else encode_text(self.data)
 
+    def frame(self) -> bytes:
+        """The SSE frame: ``event:`` (if named), one ``data:`` line per line of the data, a blank line."""
+        head = b"event: " + self.event.encode() + b"\n" if self.event is not None else b""
+        if not isinstance(self.data, str):  # JSON: msgspec escapes every line break inside it
+            return head + b"data: " + encode(self.data) + b"\n\n"
+        lines = _LINE_BREAK.split(self.data)
+        return head + "".join(f"data: {line}\n" for line in lines).encode() + b"\n"
+
     def message(self) -> ServerSentEventMessage:
-        return ServerSentEventMessage(data=self.text(), event=self.event, sep=_LF)
+        return _Framed(self.frame())
 
 
-_LF = "\n"
-_COMMENT_PING = ServerSentEventMessage(comment="ping", data=None, sep=_LF)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # where an SSE data field's lines end (litestar's split)
+
+
+class _Framed(ServerSentEventMessage):
+    """A message whose bytes are made already (litestar's own ``encode`` builds them line by line)."""
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__(data=None)
+        self.raw = raw
+
+    def encode(self) -> bytes:
+        return self.raw
+
+
+_COMMENT_PING = _Framed(b": ping\n\n")
 
 Keepalive = Callable[[], "SSE | None"]
 """What goes out while the next event is slow: an event, or ``None`` for a transport-level ping."""
@@ -61,30 +84,91 @@ async def with_keepalive(
 ) -> AsyncGenerator[SSE | None, None]:
     """``events``, with ``keepalive()`` in between whenever the next one takes over ``interval``
     seconds. It is called only while ``events`` is suspended waiting (every item it produced has
-    been passed on), so an encoder can number it after the last event sent."""
-    iterator = aiter(events)
-    pending: asyncio.Task[SSE] | None = None
+    been passed on), so an encoder can number it after the last event sent.
+
+    ``events`` runs in one task of its own for the whole stream (``_Pump``), ahead of the reader; the
+    reader waits only when nothing is ready, and one timer per stream, not one task and timer per
+    event, watches for the gap."""
+    pump = _Pump(events, interval)
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
+            item = await pump.next()
+            if item is _GAP:
                 yield keepalive()
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
+            elif item is _END:
                 return
-            finally:
-                pending = None
-            yield item
+            else:
+                yield cast(SSE, item)
     finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-        aclose = getattr(iterator, "aclose", None)
+        await pump.close()
+
+
+_GAP, _END = object(), object()
+
+
+class _Pump:
+    """Runs ``events`` in its own task; what it produced waits in ``ready`` until the reader takes it."""
+
+    def __init__(self, events: AsyncIterator[SSE], interval: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._interval = interval
+        self._ready: deque[SSE] = deque()
+        self._ended = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._since = self._loop.time()  # when the reader began to wait
+        self._iterator = aiter(events)
+        self._task = asyncio.ensure_future(self._run())
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._since + interval, self._tick)
+
+    async def _run(self) -> None:
+        try:
+            async for item in self._iterator:
+                self._ready.append(item)
+                self._wake()
+        except Exception as exc:  # the reader raises it, after what came before
+            self._error = exc
+        finally:
+            self._ended = True
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _tick(self) -> None:
+        """The stream's one timer: a reader that has waited ``interval`` gets a keepalive."""
+        due = self._since + self._interval
+        if self._waiter is not None and self._loop.time() >= due:
+            self._wake()  # nothing ready: the reader sends a keepalive
+            due = self._loop.time() + self._interval
+        self._timer = self._loop.call_at(due, self._tick)
+
+    async def next(self) -> object:
+        """The next item, ``_GAP`` after ``interval`` seconds of waiting, or ``_END``."""
+        if not self._ready and not self._ended:
+            self._since = self._loop.time()
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._ready:
+            return self._ready.popleft()
+        if self._ended:
+            if self._error is not None:
+                raise self._error
+            return _END
+        return _GAP
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task
+        aclose = getattr(self._iterator, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(BaseException):
                 await aclose()

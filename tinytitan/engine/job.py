@@ -2,7 +2,9 @@
 turns what it hands back into events; ``Completion`` is the same run collected.
 
 Per step the device worker hands the row's new tokens to the event loop; here they are detokenized
-(the backend's ``Decoder``) and parsed (its ``OutputParser``) into events. A stop string ends the
+(the backend's ``Decoder``) and parsed (its ``OutputParser``) into events — one output at a time,
+and when the reader has fallen behind, the text of the outputs it reads at once joined into fewer
+events (``inbox.py``). A stop string ends the
 row with a cancel; the output cap is the device's ``length``. A job is closed on every way out
 (finished, failed, client gone, aborted at shutdown): closing cancels its row (the device drops it
 before its next step) and frees its slot.
@@ -17,9 +19,10 @@ from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from tinytitan.engine.device.batch import Output, Row
+from tinytitan.engine.device.batch import Row
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
 from tinytitan.engine.events import Event, Finished, ReasoningDelta, TextDelta, ToolCall, Usage
+from tinytitan.engine.inbox import Inbox, joined
 from tinytitan.engine.loops import LoopGuard
 from tinytitan.engine.models.base import Generation, Prompt
 from tinytitan.engine.output.parser import ParseOptions
@@ -80,7 +83,7 @@ class Job:
         self.generation = Generation(request, prompt, max_new)
         self.ticket = ticket
         self._row: Row | None = None  # the row on the device now
-        self._inbox: asyncio.Queue[Output | BaseException] | None = None
+        self._inbox: Inbox | None = None
         self._aborted: TinyTitanError | None = None
         self._closed = False
         engine.jobs.add(self)
@@ -114,7 +117,7 @@ class Job:
         self._aborted = self._aborted or error
         self._leave()
         if self._inbox is not None:
-            self._inbox.put_nowait(error)
+            self._inbox.put(error)
 
     @contextlib.contextmanager
     def closed_on_error(self) -> Iterator[Job]:
@@ -182,42 +185,58 @@ class Job:
         window = self.engine.models.info(request.model_id).context_window
         asked = request.request.loop_guard
         loops = LoopGuard.for_request(request.request_id, request.cap, window, asked=asked)  # loops.py
-        inbox: asyncio.Queue[Output | BaseException] = asyncio.Queue()
+        inbox = Inbox()
         self._inbox = inbox
         reason = "length"  # no room left for a token: nothing runs
         if gen.max_new > 0:
-            row = Row(request.model_id, request, gen.prompt, gen.max_new, inbox.put_nowait, asyncio.get_running_loop())
+            row = Row(request.model_id, request, gen.prompt, gen.max_new, inbox.put, asyncio.get_running_loop())
             self._row = row
             self.engine.device.submit(row)
             reason = "stop"
         try:
             while gen.max_new > 0:
-                item = await inbox.get()
-                if isinstance(item, BaseException):
-                    raise item
-                self.ticket.tick()
-                if item.error is not None:
-                    _log_failure(request, item.error)
-                    raise item.error if isinstance(item.error, TinyTitanError) else GenerationFailed()
-                if item.cached is not None:
-                    gen.cached_tokens = item.cached
-                if item.tokens:
-                    text = decoder.feed(item.tokens)
-                    if item.finish is not None:
-                        text += decoder.finish()
-                    for event in parser.feed(text, len(item.tokens)):
-                        yield event
-                        if loops is not None and item.finish is None and isinstance(event, (TextDelta, ReasoningDelta)):
-                            loops.feed(event.text)  # prose and thought; a tool call's arguments are data
-                    if parser.stopped is not None:
-                        break
-                    if loops is not None and loops.cycle is not None:
-                        break  # a verbatim loop, no cap of its own: it ends as if the cap were hit
-                elif item.finish is not None and (tail := decoder.finish()):
-                    for event in parser.feed(tail, 0):
-                        yield event
-                if item.finish is not None:
-                    reason = item.finish
+                items = await inbox.take()  # a reader behind the device reads several steps at once
+                ready: list[list[Event]] = []  # each output's events
+                finish: str | None = None
+                stop = False
+                failure: Exception | None = None
+                try:
+                    for item in items:
+                        if isinstance(item, BaseException):
+                            raise item
+                        self.ticket.tick()
+                        if item.error is not None:
+                            _log_failure(request, item.error)
+                            raise item.error if isinstance(item.error, TinyTitanError) else GenerationFailed()
+                        if item.cached is not None:
+                            gen.cached_tokens = item.cached
+                        if item.tokens:
+                            text = decoder.feed(item.tokens)
+                            if item.finish is not None:
+                                text += decoder.finish()
+                            ready.append(events := parser.feed(text, len(item.tokens)))
+                            if loops is not None and item.finish is None:
+                                for event in events:  # prose and thought; a tool call's arguments are data
+                                    if isinstance(event, (TextDelta, ReasoningDelta)):
+                                        loops.feed(event.text)
+                            # a stop string, or a verbatim loop without a cap of its own (it ends as if
+                            # the cap were hit): the outputs after this one are never read
+                            stop = parser.stopped is not None or (loops is not None and loops.cycle is not None)
+                        elif item.finish is not None and (tail := decoder.finish()):
+                            ready.append(parser.feed(tail, 0))
+                        if item.finish is not None:
+                            finish, stop = item.finish, True
+                        if stop:
+                            break
+                except Exception as exc:
+                    failure = exc
+                for event in joined(ready):
+                    yield event
+                if failure is not None:
+                    raise failure
+                if finish is not None:
+                    reason = finish
+                if stop:
                     break
         finally:
             self._leave()

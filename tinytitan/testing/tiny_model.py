@@ -116,6 +116,16 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
         "head_dim": 64,
     },
+    # one layer of tiny width: a step costs next to nothing beside the host's work (bench_steps.py,
+    # the stand-in for a fast device); its LM head over the real vocabulary is most of it
+    "tiny-1l": {
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 8,
+    },
     # Qwen3-0.6B's shape, for benchmarks
     "0.6b": {
         "hidden_size": 1024,

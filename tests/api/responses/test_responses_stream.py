@@ -129,7 +129,9 @@ def test_failure_mid_stream_over_http(server: Any) -> None:
     assert events[-1][0] == "response.failed"
     assert events[-1][1]["response"]["error"]["code"] == "server_error"  # a code the Responses schema allows
     check_stream([data for _, data in events])
-    assert sum(1 for name, _ in events if name == "response.output_text.delta") == 3
+    deltas = [data["delta"] for name, data in events if name == "response.output_text.delta"]
+    # the three chunks before the failure: one delta each, or fewer (the same text) when the stream lagged
+    assert "".join(deltas) == "one two three" and 1 <= len(deltas) <= 3
 
 
 def test_echoed_tools_are_the_function_tools_the_model_had() -> None:

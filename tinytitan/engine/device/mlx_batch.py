@@ -213,8 +213,10 @@ class MlxBatch(Batch):
             set_prefill_step(self.gen, self.prefill_step if decoding else self.prefill_alone)
         lone = self._interruptible()
         armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else nullcontext()
+        # mlx-lm's stats copy its counters twice a step: read only while a prompt is being prefilled
+        stats = None if all(r.decoding for r in self._running.values()) else self.gen.stats()
         try:
-            with self._on_device(), self.gen.stats() as stats, armed:
+            with self._on_device(), stats or nullcontext() as counted, armed:
                 responses = self.speculator.step(self.gen, self._draftable) if self.speculator else None
                 prompts = []
                 if responses is None:
@@ -227,7 +229,8 @@ class MlxBatch(Batch):
         for prompt in prompts:  # the public progress of every prompt, (done, todo)
             if (running := self._running.get(prompt.uid)) is not None:
                 running.prefilled = int(prompt.progress[0])
-        self.steps.append((len(responses), stats.prompt_tokens, time.perf_counter() - began))
+        prefilled = counted.prompt_tokens if counted is not None else 0
+        self.steps.append((len(responses), prefilled, time.perf_counter() - began))
         self.peak_rows = max(self.peak_rows, len(responses))
         self.counted(len(responses))
         outputs: list[Output] = []

@@ -5,7 +5,7 @@
     device thread:  commands ─► admit pending rows in arrival order ─► batch.step()
                                 (a row for another model waits until the batch is empty,
                                  then the model switches: ordering in the queue, not a lock)
-                    ◄── one call per step and event loop: every row's Output ──┘
+                    ◄── per step and event loop, every row's Output (mailbox.py) ──┘
 
 A model switch, a warm-up load and an unload are items of the same FIFO as the rows, so requests
 keep their arrival order across models. A cancelled row leaves the batch before the next step.
@@ -14,9 +14,7 @@ The worker never waits on the event loop; the loop never waits on the worker (it
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import queue
 import threading
@@ -27,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinytitan.engine.device.batch import Batch, Output, Resident, Row, fail_rows
+from tinytitan.engine.device.mailbox import Mailboxes
 from tinytitan.engine.errors import GenerationFailed, ShuttingDown, TinyTitanError
 
 __all__ = ["DeviceWorker", "Switch"]
@@ -355,16 +354,10 @@ def _close_quietly(batch: Batch) -> None:
         log.exception("closing the batch failed")
 
 
+_MAIL = Mailboxes()
+
+
 def _deliver(outputs: Sequence[Output]) -> None:
-    """One hand-off per event loop: every output of this step, in order."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[Output]] = {}
-    for output in outputs:
-        by_loop.setdefault(output.row.loop, []).append(output)
-    for loop, batch in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # a loop that has closed: nobody waits for these rows
-            loop.call_soon_threadsafe(_dispatch, batch)
-
-
-def _dispatch(outputs: list[Output]) -> None:
-    for output in outputs:
-        output.row.deliver(output)
+    """To each event loop, every output of this step, in order (one wake-up while it lags: mailbox.py)."""
+    if outputs:
+        _MAIL.deliver(outputs)
