@@ -64,11 +64,30 @@ def test_our_positions_are_mlx_vlms_own(
     import mlx.core as mx
     import numpy as np
 
-    (n1, p1), (n2, p2) = (picture(tiny_qwen_vl_dir, config, c, s) for c, s in (((9, 9, 9), (100, 50)), ((5, 5, 5), (40, 90))))
-    prompt = [151644, 872, START, *[IMAGE_PAD_ID] * n1, END, 3555, 11, START, *[IMAGE_PAD_ID] * n2, END, 30, 151645, 198]
+    (n1, p1), (n2, p2) = (
+        picture(tiny_qwen_vl_dir, config, c, s) for c, s in (((9, 9, 9), (100, 50)), ((5, 5, 5), (40, 90)))
+    )
+    prompt = [
+        151644,
+        872,
+        START,
+        *[IMAGE_PAD_ID] * n1,
+        END,
+        3555,
+        11,
+        START,
+        *[IMAGE_PAD_ID] * n2,
+        END,
+        30,
+        151645,
+        198,
+    ]
     grids = mx.array(np.concatenate([p1["image_grid_thw"], p2["image_grid_thw"]]))
     reference, delta = model.language_model.get_rope_index(mx.array([prompt]), grids)
-    spans = (ImageSpan(0, n1, 3 + n1, p1, vlm.grid(config, p1)), ImageSpan(0, n2, 7 + n1 + n2, p2, vlm.grid(config, p2)))
+    spans = (
+        ImageSpan(0, n1, 3 + n1, p1, vlm.grid(config, p1)),
+        ImageSpan(0, n2, 7 + n1 + n2, p2, vlm.grid(config, p2)),
+    )
     ours = VisionPrompt(spans, IMAGE_PAD_ID, mrope_table(len(prompt), spans))
     assert np.array_equal(ours.positions, np.array(reference)[:, 0, :])
     assert ours.delta == int(np.array(delta)[0, 0]) != 0

@@ -84,7 +84,12 @@ def model_config(shape: str, dtype: str) -> dict[str, Any]:
 
 
 def _write_processor(out: Path) -> None:
-    from tinytitan.testing.tiny_model import QWEN3_SPECIAL_TOKENS, _cached_tokenizer_json, _tokenizer_config, added_tokens_decoder
+    from tinytitan.testing.tiny_model import (
+        QWEN3_SPECIAL_TOKENS,
+        _cached_tokenizer_json,
+        _tokenizer_config,
+        added_tokens_decoder,
+    )
 
     (out / "tokenizer.json").write_bytes(_cached_tokenizer_json().read_bytes())
     config = _tokenizer_config()
