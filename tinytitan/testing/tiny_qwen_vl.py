@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tinytitan.testing.tiny_vision import cached_build
+
 __all__ = ["IMAGE_PAD_ID", "build_qwen_vl_model", "tiny_qwen_vl_dir"]
 
 IMAGE_PAD_ID = 151655  # <|image_pad|>
@@ -104,14 +106,14 @@ def _write_processor(out: Path) -> None:
 def build_qwen_vl_model(out: str | Path, *, shape: str = "tiny", dtype: str = "float32") -> Path:
     """Write a loadable Qwen2.5-VL directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
-    from mlx.utils import tree_flatten
 
     from tinytitan.engine.mlx_vlm_adapter import imported
 
     imported()
     from mlx_vlm.models import qwen2_5_vl
 
-    from tinytitan.testing.tiny_model import _GENERATION_CONFIG, SEED
+    from tinytitan.testing.tiny_model import SEED
+    from tinytitan.testing.tiny_vision import save_model
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -121,21 +123,11 @@ def build_qwen_vl_model(out: str | Path, *, shape: str = "tiny", dtype: str = "f
     args.text_config = qwen2_5_vl.TextConfig.from_dict(args.text_config)
     args.vision_config = qwen2_5_vl.VisionConfig.from_dict(config["vision_config"])
     model = qwen2_5_vl.Model(args)
-    model.set_dtype(getattr(mx, dtype))
-    mx.eval(model.parameters())
-    weights = dict(tree_flatten(model.parameters()))
-    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
-    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    (out / "generation_config.json").write_text(json.dumps(_GENERATION_CONFIG, indent=2), encoding="utf-8")
+    save_model(out, model, config, dtype)
     _write_processor(out)
     return out
 
 
 def tiny_qwen_vl_dir(shape: str = "tiny", dtype: str = "float32") -> Path:
     """A cached build (one per machine, keyed by package versions and shape); built on first use."""
-    from tinytitan.paths import cache_root
-    from tinytitan.testing.tiny_model import _key, _version, cached_dir
-
-    key = _key("qwen2.5-vl", shape, dtype, _version("mlx-vlm"), _TEMPLATE.read_text(encoding="utf-8"))
-    path = cache_root() / "models" / f"qwen-vl-{shape}-{dtype}-{key}"
-    return cached_dir(path, lambda out: build_qwen_vl_model(out, shape=shape, dtype=dtype))
+    return cached_build("qwen-vl", shape, dtype, build_qwen_vl_model)
