@@ -66,3 +66,32 @@ def test_the_same_qwen_picture_twice_hits_the_prompt_cache_and_answers_as_cold(e
     backend.prompt_cache.clear(backend.identity)
     (fresh,) = complete(engine, later)
     assert fresh.finished.usage.cached_tokens == 0 and hit.text == fresh.text
+
+
+def test_each_rows_rope_follows_it_through_merge_extend_filter_and_extract(device: None) -> None:
+    import mlx.core as mx
+    from mlx_lm.models.cache import KVCache
+
+    from tinytitan.engine.device import rope
+
+    def row(n: int, r: rope.Rope) -> rope.RopeRow:
+        cache = KVCache()
+        kv = mx.ones((1, 2, n, 4))
+        cache.update_and_fetch(kv, kv)
+        (tagged,) = rope.tagged([cache], r)
+        return tagged  # type: ignore[no-any-return]
+
+    a, b, c = rope.Rope(None, 3), rope.Rope(None, -2), rope.PLAIN
+    batch = rope.RopeRow.merge([row(5, a)])
+    assert isinstance(batch, rope.RopeBatch) and batch.ropes == [a]
+    batch.extend(rope.RopeRow.merge([row(2, b)]))
+    batch.extend(rope.RopeRow.merge([row(4, c)]))
+    assert batch.ropes == [a, b, c]
+    assert rope.positions(batch.ropes, batch.offset, 2).tolist() == [[[8, 9], [0, 1], [4, 5]]] * 3
+    batch.filter([0, 2])
+    assert batch.ropes == [a, c]
+    extracted = batch.extract(1)
+    assert type(extracted) is KVCache and extracted.offset == 4  # the prompt cache stores no positions
+    table = mx.array([[0, 1, 2, 2], [0, 1, 2, 3], [0, 1, 2, 3]])
+    one = rope.RopeRow.merge([row(2, rope.Rope(table, -1))])  # a prompt chunk from index 2, past its table at 4
+    assert rope.positions(one.ropes, one.offset, 3).tolist() == [[[2, 2, 3]], [[2, 3, 3]], [[2, 3, 3]]]
