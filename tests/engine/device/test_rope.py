@@ -79,7 +79,7 @@ def test_each_rows_rope_follows_it_through_merge_extend_filter_and_extract(devic
         kv = mx.ones((1, 2, n, 4))
         cache.update_and_fetch(kv, kv)
         (tagged,) = rope.tagged([cache], r)
-        return tagged  # type: ignore[no-any-return]
+        return tagged
 
     a, b, c = rope.Rope(None, 3), rope.Rope(None, -2), rope.PLAIN
     batch = rope.RopeRow.merge([row(5, a)])
