@@ -102,3 +102,12 @@ def tiny_vision_dir() -> Path:
 
     with device_thread.claimed(beside_workers=True):
         return build()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen_vl_dir() -> Path:
+    """A tiny random Qwen2.5-VL (``tiny_model --vision --family qwen2.5-vl``: M-RoPE), cached."""
+    from tinytitan.testing.tiny_qwen_vl import tiny_qwen_vl_dir as build
+
+    with device_thread.claimed(beside_workers=True):
+        return build()

@@ -33,3 +33,17 @@ def test_the_image_tokens_sit_after_qwen3s_and_are_single_tokens(tiny_vision_dir
         IMAGE_TOKEN_ID + 2,
         IMAGE_TOKEN_ID,
     ]
+
+
+def test_the_command_builds_a_qwen25_vl_with_its_processor(tmp_path: Path) -> None:
+    from tinytitan.testing.tiny_qwen_vl import IMAGE_PAD_ID
+
+    out = tmp_path / "qwen-vl"
+    assert tiny_model.main([str(out), "--vision", "--family", "qwen2.5-vl"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "qwen2_5_vl" and config["image_token_id"] == IMAGE_PAD_ID
+    assert config["rope_scaling"]["type"] == "mrope" and sum(config["rope_scaling"]["mrope_section"]) == 8
+    assert "<|vision_start|><|image_pad|><|vision_end|>" in (out / "chat_template.jinja").read_text()
+    assert json.loads((out / "preprocessor_config.json").read_text())["image_processor_type"] == "Qwen2VLImageProcessor"
+    check_loadable(out)
+    assert read_facts(out, "tiny-qwen-vl").info.vision

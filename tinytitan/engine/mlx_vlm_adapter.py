@@ -21,9 +21,11 @@ exactly what is read:
 (``tests/engine/test_mlx_vlm_adapter.py``) drives the tiny vision model through every piece: run it
 before lifting ``REQUIREMENT``'s upper bound (and the install commands that spell it).
 
-Families served: those whose text model takes 1-D positions (Idefics3 / SmolVLM). Qwen2.5-VL /
-Qwen3-VL (M-RoPE: 3-D position ids) and Gemma 3 are refused by name until their expansion and
-positions are wired (``FAMILIES``).
+Families served (``FAMILIES``): Idefics3 / SmolVLM (1-D positions) and Qwen2.5-VL, whose text model
+takes 3-D position ids (M-RoPE): ``image_tokens`` gives each image's merged grid, from which
+``device/rope.py`` makes a row's positions, handed to ``logits`` as ``position_ids`` — so mlx-vlm's
+own per-request position state (``_rope_deltas``, ``_position_ids``) is never read. Qwen3-VL (its
+vision features also enter deeper layers) and Gemma 3 are refused by name.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from typing import Any, Protocol
 
 __all__ = [
     "FAMILIES",
+    "MROPE",
     "REQUIREMENT",
     "TESTED",
     "VisionLanguageModel",
+    "grid",
     "image_processor",
     "image_token",
     "image_tokens",
@@ -45,6 +49,7 @@ __all__ = [
     "installed",
     "load_model",
     "logits",
+    "mrope",
     "problems",
     "supported",
     "text_embeddings",
@@ -53,7 +58,8 @@ __all__ = [
 
 TESTED = "0.7"  # the mlx-vlm minor this contract was checked against
 REQUIREMENT = "mlx-vlm>=0.7.10,<0.8"  # installed with --no-deps (pyproject.toml's [vision] extra says why)
-FAMILIES = ("idefics3",)  # model types whose prompts and positions this module knows
+FAMILIES = ("idefics3", "qwen2_5_vl")  # model types whose prompts and positions this module knows
+MROPE = ("qwen2_5_vl",)  # … of which those whose text model takes 3-D position ids
 
 
 class _Embeddings(Protocol):
@@ -67,11 +73,13 @@ class _Output(Protocol):
 class _LanguageModel(Protocol):
     layers: list[Any]
 
-    def __call__(self, inputs: Any, inputs_embeds: Any = None, mask: Any = None, cache: Any = None) -> _Output: ...
+    def __call__(
+        self, inputs: Any, inputs_embeds: Any = None, mask: Any = None, cache: Any = None, **kwargs: Any
+    ) -> _Output: ...
 
 
 class _Config(Protocol):
-    image_token_index: int
+    model_type: str
 
 
 class VisionLanguageModel(Protocol):
@@ -128,9 +136,20 @@ def problems(model: Any) -> list[str]:
         found.append("Model.language_model()")
     elif not isinstance(getattr(language, "layers", None), list):
         found.append("Model.language_model.layers")
-    if not isinstance(getattr(getattr(model, "config", None), "image_token_index", None), int):
+    if not isinstance(_image_token_id(model), int):
         found.append("Model.config.image_token_index")
     return found
+
+
+def _image_token_id(model: Any) -> Any:
+    config = getattr(model, "config", None)
+    found = getattr(config, "image_token_index", None)
+    return found if isinstance(found, int) else getattr(config, "image_token_id", None)
+
+
+def mrope(model: VisionLanguageModel) -> bool:
+    """Whether ``model``'s text model takes 3-D position ids (``logits(positions=)`` on every call)."""
+    return str(getattr(model.config, "model_type", "")) in MROPE
 
 
 def image_processor(path: Path) -> Any:
@@ -147,7 +166,7 @@ def image_token(path: Path, config: dict[str, Any]) -> tuple[str, int]:
     token_id = config.get("image_token_id", config.get("image_token_index"))
     if not isinstance(token_id, int):
         raise ValueError("config.json names no image_token_id")
-    return "<image>", token_id
+    return ("<|image_pad|>" if config.get("model_type") in MROPE else "<image>"), token_id
 
 
 def image_tokens(
@@ -156,10 +175,16 @@ def image_tokens(
     """One decoded image (a PIL image) → the prompt text that stands for it (its image tokens and the
     family's markers around them) and its pixel inputs (NumPy arrays, the model's keyword names).
     ``low`` (a client's ``detail: "low"``): the family's one low-resolution view (Idefics3: the
-    global image alone, no tiles)."""
+    global image alone, no tiles; Qwen2.5-VL has one view). An M-RoPE family's pixel inputs hold
+    its ``image_grid_thw`` (``grid`` reads the merged grid from them)."""
     model_type = str(config.get("model_type"))
     if model_type not in FAMILIES:
         raise ValueError(f"mlx-vlm family '{model_type}' is not served yet")
+    if model_type in MROPE:
+        out = processor([image], return_tensors="np")
+        pixels = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
+        t, h, w = grid(config, pixels)
+        return "<|image_pad|>" * (t * h * w), pixels
     imported()
     from mlx_vlm.models.idefics3.processing_idefics3 import get_image_prompt_string
 
@@ -180,6 +205,13 @@ def image_tokens(
     return text, pixels
 
 
+def grid(config: dict[str, Any], pixels: dict[str, Any]) -> tuple[int, int, int]:
+    """An M-RoPE family's image: its token grid (time, height, width) after the spatial merge."""
+    merge = int(config.get("vision_config", {}).get("spatial_merge_size", 2))
+    t, h, w = (int(v) for v in pixels["image_grid_thw"][0])
+    return t, h // merge, w // merge
+
+
 def _processor_config(path: Path) -> dict[str, Any]:
     try:
         loaded = json.loads((path / "processor_config.json").read_text(encoding="utf-8"))
@@ -193,7 +225,7 @@ def vision_embeddings(model: VisionLanguageModel, n_tokens: int, pixels: dict[st
     (the device thread: the vision tower and connector run here)."""
     import mlx.core as mx
 
-    ids = mx.full((1, n_tokens), model.config.image_token_index, dtype=mx.int32)
+    ids = mx.full((1, n_tokens), _image_token_id(model), dtype=mx.int32)
     arrays = {k: mx.array(v) for k, v in pixels.items()}
     return model.get_input_embeddings(ids, **arrays).inputs_embeds[0]
 
@@ -203,6 +235,9 @@ def text_embeddings(model: VisionLanguageModel, ids: Any) -> Any:
     return model.get_input_embeddings(ids).inputs_embeds
 
 
-def logits(model: VisionLanguageModel, inputs: Any, cache: Any, embeddings: Any = None) -> Any:
-    """The text model's logits for ``inputs`` (or their ``embeddings``) on the batch ``cache``."""
-    return model.language_model(inputs, inputs_embeds=embeddings, cache=cache).logits
+def logits(model: VisionLanguageModel, inputs: Any, cache: Any, embeddings: Any = None, positions: Any = None) -> Any:
+    """The text model's logits for ``inputs`` (or their ``embeddings``) on the batch ``cache``;
+    ``positions``: an M-RoPE model's ``(3, B, L)`` position ids."""
+    if positions is None:
+        return model.language_model(inputs, inputs_embeds=embeddings, cache=cache).logits
+    return model.language_model(inputs, inputs_embeds=embeddings, cache=cache, position_ids=positions).logits

@@ -8,6 +8,7 @@ engine path is what tests exercise.
 
     python -m tinytitan.testing.tiny_model OUT_DIR [--shape tiny|0.6b] [--dtype float32] [--quantize 4]
     python -m tinytitan.testing.tiny_model OUT_DIR --vision [--shape tiny]   (tiny_vision.py: needs mlx-vlm)
+    python -m tinytitan.testing.tiny_model OUT_DIR --vision --family qwen2.5-vl   (tiny_qwen_vl.py)
 
 ``tiny_model_dir()`` returns a per-machine cached build (keyed by package versions and shape), so
 a test session builds it once.
@@ -316,7 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vision",
         action="store_true",
-        help="a vision-language model (Idefics3 layout; needs mlx-vlm and tinytitan[vision])",
+        help="a vision-language model (needs mlx-vlm and tinytitan[vision])",
+    )
+    parser.add_argument(
+        "--family",
+        choices=("idefics3", "qwen2.5-vl"),
+        default="idefics3",
+        help="with --vision: the layout (Idefics3 / SmolVLM, or Qwen2.5-VL with its 3-D rotary positions)",
     )
     args = parser.parse_args(argv)
     dtype = args.dtype or ("float32" if args.shape.startswith("tiny") else "bfloat16")
@@ -328,7 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     # This program has no device worker: its thread is the device. A test calls main() in its own process,
     # beside the workers of other tests' engines, each with its own streams.
     with device_thread.claimed(beside_workers=True):
-        if args.vision:
+        if args.vision and args.family == "qwen2.5-vl":
+            from tinytitan.testing.tiny_qwen_vl import build_qwen_vl_model
+
+            build_qwen_vl_model(args.out_dir, shape=args.shape, dtype=dtype)
+        elif args.vision:
             from tinytitan.testing.tiny_vision import build_vision_model
 
             build_vision_model(args.out_dir, shape=args.shape, dtype=dtype)

@@ -23,7 +23,14 @@ from typing import Any
 
 from tinytitan.paths import cache_root
 
-__all__ = ["IMAGE_TOKEN_ID", "VISION_SPECIAL_TOKENS", "build_vision_model", "tiny_vision_dir"]
+__all__ = [
+    "IMAGE_TOKEN_ID",
+    "VISION_SPECIAL_TOKENS",
+    "build_vision_model",
+    "cached_build",
+    "save_model",
+    "tiny_vision_dir",
+]
 
 _FIRST = 151669  # the first id after Qwen3's added tokens
 _GRID = 4  # <row_i_col_j> tokens for tilings up to this many rows and columns
@@ -128,14 +135,13 @@ def _write_processor(out: Path) -> None:
 def build_vision_model(out: str | Path, *, shape: str = "tiny", dtype: str = "float32") -> Path:
     """Write a loadable Idefics3 directory (random weights, fixed seed) to ``out``; returns it."""
     import mlx.core as mx
-    from mlx.utils import tree_flatten
 
     from tinytitan.engine.mlx_vlm_adapter import imported
 
     imported()
     from mlx_vlm.models import idefics3
 
-    from tinytitan.testing.tiny_model import _GENERATION_CONFIG, SEED
+    from tinytitan.testing.tiny_model import SEED
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -145,20 +151,36 @@ def build_vision_model(out: str | Path, *, shape: str = "tiny", dtype: str = "fl
     args.text_config = idefics3.TextConfig.from_dict(config["text_config"])
     args.vision_config = idefics3.VisionConfig.from_dict(config["vision_config"])
     model = idefics3.Model(args)
+    save_model(out, model, config, dtype)
+    _write_processor(out)
+    return out
+
+
+def save_model(out: Path, model: Any, config: dict[str, Any], dtype: str) -> None:
+    """A built mlx-vlm ``model`` (random weights) in ``dtype``, its config and generation config, into ``out``."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    from tinytitan.testing.tiny_model import _GENERATION_CONFIG
+
     model.set_dtype(getattr(mx, dtype))
     mx.eval(model.parameters())
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     (out / "generation_config.json").write_text(json.dumps(_GENERATION_CONFIG, indent=2), encoding="utf-8")
-    _write_processor(out)
-    return out
 
 
 def tiny_vision_dir(shape: str = "tiny", dtype: str = "float32") -> Path:
     """A cached build (one per machine, keyed by package versions and shape); built on first use."""
+    return cached_build("vision", shape, dtype, build_vision_model)
+
+
+def cached_build(name: str, shape: str, dtype: str, build: Any) -> Path:
+    """``build(out, shape=, dtype=)``'s directory, built once a machine (keyed by package versions,
+    the template and the shape)."""
     from tinytitan.testing.tiny_model import _key, _version, cached_dir
 
-    key = _key("vision", shape, dtype, _version("mlx-vlm"), _TEMPLATE.read_text(encoding="utf-8"))
-    path = cache_root() / "models" / f"vision-{shape}-{dtype}-{key}"
-    return cached_dir(path, lambda out: build_vision_model(out, shape=shape, dtype=dtype))
+    key = _key(name, shape, dtype, _version("mlx-vlm"), _TEMPLATE.read_text(encoding="utf-8"))
+    path = cache_root() / "models" / f"{name}-{shape}-{dtype}-{key}"
+    return cached_dir(path, lambda out: build(out, shape=shape, dtype=dtype))

@@ -25,7 +25,7 @@ from typing import Any
 
 from tinytitan.engine import mlx_vlm_adapter as vlm
 
-__all__ = ["VIRTUAL_BASE", "ImageModel", "ImageSpan", "VisionPrompt"]
+__all__ = ["VIRTUAL_BASE", "ImageModel", "ImageSpan", "VisionPrompt", "mrope_table"]
 
 VIRTUAL_BASE = 1 << 30  # no vocabulary comes near it; ids stay int32
 RECENT = 8  # pictures whose features ``ImageModel`` keeps after their rows' prompts are in
@@ -40,6 +40,7 @@ class ImageSpan:
     n_tokens: int
     end: int
     pixels: dict[str, Any] = field(repr=False)
+    grid: tuple[int, int, int] | None = None  # an M-RoPE family's merged (time, height, width) grid
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,33 @@ class VisionPrompt:
 
     spans: tuple[ImageSpan, ...]
     image_token_id: int  # what a virtual id means to a logits processor (penalties)
+    positions: Any = field(default=None, repr=False)  # an M-RoPE family's (3, T) ids (``mrope_table``)
+
+    @property
+    def delta(self) -> int:
+        """An M-RoPE prompt's position id past its end, less its length (0 without ``positions``)."""
+        if self.positions is None:
+            return 0
+        return int(self.positions.max()) + 1 - int(self.positions.shape[1])
+
+
+def mrope_table(length: int, spans: Sequence[ImageSpan]) -> Any:
+    """The ``(3, length)`` M-RoPE position ids (NumPy) of a prompt with images ``spans`` (each with its
+    ``grid``): the 1-D index for text, continuing after each picture from its largest id + 1, and
+    inside a picture its tokens' (time, height, width) coordinates offset by the text before it."""
+    import numpy as np
+
+    table = np.empty((3, length), dtype=np.int32)
+    at = nxt = 0  # the next token's index, the next text position id
+    for span in spans:
+        assert span.grid is not None
+        start = span.end - span.n_tokens
+        table[:, at:start] = nxt + np.arange(start - at)
+        base = nxt + start - at
+        table[:, start : span.end] = base + np.indices(span.grid).reshape(3, -1)
+        at, nxt = span.end, base + max(span.grid)
+    table[:, at:] = nxt + np.arange(length - at)
+    return table
 
 
 class ImageModel:
@@ -61,12 +89,31 @@ class ImageModel:
         self._recent: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._keep = recent
         self.computed = 0  # pictures through the vision tower, ever (tests)
+        self.mrope = vlm.mrope(model)  # 3-D positions, carried per row on its cache (rope.py)
 
     @property
     def layers(self) -> list[Any]:
         return self.vlm.language_model.layers
 
     # -- rows (the device thread) ----------------------------------------------------------------
+    def join(self, row_id: int, vision: VisionPrompt | None, reused: int, cache: list[Any] | None) -> list[Any] | None:
+        """A row joins the batch with ``cache`` (its prompt-cache hit, or None): its pictures'
+        features are made (``admit``), and an M-RoPE model's row cache carries its positions."""
+        if vision is not None:
+            self.admit(row_id, vision, reused)
+        if not self.mrope:
+            return cache
+        import mlx.core as mx
+        from mlx_lm.models.cache import KVCache
+
+        from tinytitan.engine.device import rope
+
+        if cache is None:
+            cache = [KVCache() for _ in self.layers]
+        if vision is None or vision.positions is None:
+            return rope.tagged(cache, rope.PLAIN)
+        return rope.tagged(cache, rope.Rope(mx.array(vision.positions), vision.delta))
+
     def admit(self, row_id: int, vision: VisionPrompt, reused: int) -> None:
         """Compute the features of every image in ``vision`` the first ``reused`` tokens (a prompt-cache
         hit) do not cover, and hold them until ``release(row_id)``."""
@@ -103,7 +150,13 @@ class ImageModel:
         # is a decode step — sampled tokens, never a virtual id — and needs no look (no host sync)
         if input_embeddings is None and self._held and inputs.shape[0] == 1:
             input_embeddings = self._embed(inputs)
-        return vlm.logits(self.vlm, inputs, cache, input_embeddings)
+        positions = None
+        if self.mrope:
+            from tinytitan.engine.device import rope
+
+            if (ropes := rope.rope_of(cache)) is not None:
+                positions = rope.positions(ropes, cache[0].offset, inputs.shape[1])
+        return vlm.logits(self.vlm, inputs, cache, input_embeddings, positions)
 
     def _embed(self, inputs: Any) -> Any:
         """Text embeddings for ``inputs`` ``(B, L)``, held features at virtual ids; None without any."""

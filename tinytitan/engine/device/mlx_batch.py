@@ -150,8 +150,9 @@ class MlxBatch(Batch):
 
                 cache = row_caches(self.model, self.kv)
             vision = getattr(row.prompt, "vision", None)  # images: features now, virtual ids for processors
-            if vision is not None:
-                self.model.admit(row.id, vision, reused)
+            join = getattr(self.model, "join", None)  # a vision-language model (images.ImageModel)
+            if join is not None:
+                cache = join(row.id, vision, reused, cache)
             draftable = mask is None and vision is None  # a lookup draft must never propose a virtual id
             running = _Running(row, -1, cached=reused, todo=len(tokens) - reused, draftable=draftable)
             seen = penalty_tokens(tokens, vision) if vision is not None else tokens

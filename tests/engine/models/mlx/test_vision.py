@@ -55,12 +55,12 @@ def test_without_mlx_vlm_or_for_a_family_not_served_the_directory_is_refused_by_
     with pytest.raises(ModelUnavailable, match=r"not installed: pip install --no-deps 'mlx-vlm>=0.7.10,<0.8' && pip"):
         check_loadable(tiny_vision_dir)
     monkeypatch.undo()
-    other = tmp_path / "qwen-vl"
+    other = tmp_path / "qwen3-vl"
     shutil.copytree(tiny_vision_dir, other, ignore=shutil.ignore_patterns("*.safetensors"))
     (other / "model.safetensors").symlink_to(tiny_vision_dir / "model.safetensors")
     config = json.loads((other / "config.json").read_text())
-    (other / "config.json").write_text(json.dumps({**config, "model_type": "qwen2_5_vl"}))
-    with pytest.raises(ModelUnavailable, match="vision-language family 'qwen2_5_vl' is not served"):
+    (other / "config.json").write_text(json.dumps({**config, "model_type": "qwen3_vl"}))
+    with pytest.raises(ModelUnavailable, match="vision-language family 'qwen3_vl' is not served"):
         check_loadable(other)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytitan.engine import mlx_vlm_adapter as vlm
-from tinytitan.engine.device.images import VIRTUAL_BASE, ImageModel, ImageSpan, VisionPrompt
+from tinytitan.engine.device.images import VIRTUAL_BASE, ImageModel, ImageSpan, VisionPrompt, mrope_table
 from tinytitan.engine.errors import InvalidRequest
 from tinytitan.engine.models.files import ModelUnavailable
 from tinytitan.engine.request import Image, Turn, ValidatedRequest
@@ -116,6 +116,7 @@ class Vision:
                 code="invalid_message",
             )
         expanded, pixels, counts = [pieces[0]], [], []
+        mrope = self.config.get("model_type") in vlm.MROPE
         for image, rest in zip(images, pieces[1:], strict=True):
             low = image.detail == "low"
             image_text, image_pixels = vlm.image_tokens(
@@ -133,9 +134,11 @@ class Vision:
             first = _first_id(image)
             for j, position in enumerate(positions[at : at + n]):
                 tokens[position] = first + j
-            spans.append(ImageSpan(first, n, positions[at + n - 1] + 1, image_pixels))
+            grid = vlm.grid(self.config, image_pixels) if mrope else None
+            spans.append(ImageSpan(first, n, positions[at + n - 1] + 1, image_pixels, grid))
             at += n
-        return tokens, VisionPrompt(tuple(spans), self.image_token_id)
+        table = mrope_table(len(tokens), spans) if mrope else None
+        return tokens, VisionPrompt(tuple(spans), self.image_token_id, table)
 
     def _spelled(self, request: ValidatedRequest) -> InvalidRequest:
         """The text itself holds this model's image placeholder: it cannot be told from a picture."""
