@@ -5,7 +5,6 @@ the prompt cache hits on the same picture and never past a different one's first
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,13 +43,9 @@ def live(tiny_vision_dir: Path) -> Iterator[LiveServer]:
 
 
 def model_tokens(live: LiveServer, color: tuple[int, int, int]) -> list[int]:
-    """The prompt the model sees for ``QUESTION`` and a ``color`` picture (rendered by the server's engine)."""
-    request = ChatRequest(
-        model=live.engine.info.id, messages=(image_message(QUESTION, checked_picture(color, SIZE)),)
-    )
-    assert live.loop is not None
-    _validated, prompt = asyncio.run_coroutine_threadsafe(live.engine.validate(request), live.loop).result(60)
-    return list(prompt.tokens)
+    """The prompt the model sees for ``QUESTION`` and a ``color`` picture."""
+    picture_ = checked_picture(color, SIZE)
+    return live.prompt_tokens(ChatRequest(model=live.engine.info.id, messages=(image_message(QUESTION, picture_),)))
 
 
 def image_positions(tokens: list[int]) -> list[int]:
@@ -122,7 +117,7 @@ def send(live: LiveServer, protocol: str, data: bytes, stream: bool) -> dict[str
         usage = r.json()["usage"]
     else:
         events = [d for _, d in sse.events(r.text)]
-        usage = {**events[0]["message"]["usage"], **[e for e in events if e["type"] == "message_delta"][0]["usage"]}
+        usage = {**events[0]["message"]["usage"], **next(e for e in events if e["type"] == "message_delta")["usage"]}
     total = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
     return {"prompt_tokens": total, **usage}
 
