@@ -107,11 +107,15 @@ def _without_images(body: dict[str, Any]) -> dict[str, Any]:
 def test_codex_attaches_a_picture_for_the_tiny_vision_model(tiny_vision: StubServer, codex: Codex) -> None:
     codex.ws.timeout = 300
     (codex.ws.work / "picture.png").write_bytes(PNG)
+    catalog = codex.ws.root / "catalog.json"  # the server's own listing: its Codex entry takes images
+    catalog.write_text(httpx.get(tiny_vision.v1 + "/models", timeout=10).text)
     proxy = Proxy(tiny_vision.url, _capped)
     try:
         run = codex.run(
             StubServer(proxy.url, tiny_vision.port, tiny_vision.log, tiny_vision.model),
             "what is in this picture?",
+            "-c",
+            f"model_catalog_json={json.dumps(str(catalog))}",
             "-i",
             "picture.png",
             "--",
@@ -119,6 +123,7 @@ def test_codex_attaches_a_picture_for_the_tiny_vision_model(tiny_vision: StubSer
     finally:
         proxy.close()
     assert run.returncode == 0, f"{run.describe()}\n{tiny_vision.access_log()[-3000:]}"
+    assert "metadata for `tiny-vision` not found" not in run.stderr, run.describe()  # the catalog was read
     assert json.loads(run.stdout.strip().splitlines()[-1]) in ({"done": True}, {"done": False}), run.describe()
     (body,) = proxy.bodies
     images = [p for i in body["input"] if isinstance(i.get("content"), list) for p in i["content"]]
