@@ -184,13 +184,24 @@ def test_the_anthropic_sdk_sends_a_picture(live: LiveServer) -> None:
 # -- the prompt cache over the wire ---------------------------------------------------------------
 
 
+def greedy(live: LiveServer, data: bytes) -> tuple[str, dict[str, Any]]:
+    """A greedy Chat Completions answer to ``QUESTION`` and the picture: its text and usage."""
+    fields = {"max_tokens": 8, "temperature": 0}
+    r = httpx.post(live.v1 + "/chat/completions", json=body(live, "chat", data, **fields), timeout=300)
+    assert r.status_code == 200, r.text
+    completion = ChatCompletion.model_validate(r.json(), strict=True)
+    assert completion.usage is not None and completion.usage.prompt_tokens_details is not None
+    return completion.choices[0].message.content or "", completion.usage.model_dump()
+
+
 def test_the_same_picture_twice_reads_its_image_tokens_from_the_cache(live: LiveServer) -> None:
     color = (17, 170, 70)
     positions = image_positions(model_tokens(live, color))
-    first = send(live, "chat", png(color), stream=False)
+    fresh, first = greedy(live, png(color))
     assert first["prompt_tokens_details"]["cached_tokens"] <= positions[0]  # a new picture: no hit on it
-    second = send(live, "chat", png(color), stream=False)
+    cached, second = greedy(live, png(color))
     assert second["prompt_tokens_details"]["cached_tokens"] > positions[-1], second
+    assert cached == fresh  # the cached image tokens are the picture's own: the same greedy answer
     third = send(live, "messages", png(color), stream=True)
     assert third["cache_read_input_tokens"] > positions[-1], third
 
