@@ -92,9 +92,7 @@ def main() -> int:
         four = [_request(engine, checked_picture((40 * k, 60, 90)), args.tokens) for k in range(4)]
         many, many_s = run(_generated(engine, four))
         assert backend.batch is not None
-        print(
-            f"one image request: {one / one_s:.1f} tokens/s; 4 concurrent: {many / many_s:.1f} tokens/s aggregate"
-        )
+        print(f"one image request: {one / one_s:.1f} tokens/s; 4 concurrent: {many / many_s:.1f} tokens/s aggregate")
         ratio = (many / many_s) / (one / one_s)
         print(f"  ratio (4 concurrent / one): {ratio:.2f}x (peak rows {backend.batch.peak_rows})")
         cold()

@@ -93,10 +93,11 @@ def send(live: LiveServer, protocol: str, data: bytes, stream: bool) -> dict[str
         r = httpx.post(live.v1 + "/chat/completions", json=body(live, protocol, data, **fields), timeout=300)
         assert r.status_code == 200, r.text
         if not stream:
-            return ChatCompletion.model_validate(r.json(), strict=True).model_dump()["usage"]
+            whole: dict[str, Any] = ChatCompletion.model_validate(r.json(), strict=True).model_dump()["usage"]
+            return whole
         chunks = [ChatCompletionChunk.model_validate_json(f) for f in sse.data(r.text) if f != "[DONE]"]
-        (usage,) = [c.usage for c in chunks if c.usage is not None]
-        return usage.model_dump()
+        (counted,) = [c.usage for c in chunks if c.usage is not None]
+        return counted.model_dump()
     if protocol == "responses":
         fields = {"max_output_tokens": 4, "stream": stream}
         r = httpx.post(live.v1 + "/responses", json=body(live, protocol, data, **fields), timeout=300)
@@ -152,17 +153,11 @@ def test_the_openai_sdk_sends_a_picture(live: LiveServer) -> None:
     client = openai.OpenAI(base_url=live.v1, api_key="unused", max_retries=0)
     data = png((9, 9, 200))
     expected = len(model_tokens(live, (9, 9, 200)))
-    completion = client.chat.completions.create(
-        model=live.engine.info.id,
-        max_tokens=3,
-        messages=[{"role": "user", "content": content("chat", data)}],  # type: ignore[misc]
-    )
+    messages: Any = [{"role": "user", "content": content("chat", data)}]
+    completion = client.chat.completions.create(model=live.engine.info.id, max_tokens=3, messages=messages)
     assert completion.usage is not None and completion.usage.prompt_tokens == expected
-    response = client.responses.create(
-        model=live.engine.info.id,
-        max_output_tokens=3,
-        input=[{"role": "user", "content": content("responses", data)}],  # type: ignore[misc, list-item]
-    )
+    items: Any = [{"role": "user", "content": content("responses", data)}]
+    response = client.responses.create(model=live.engine.info.id, max_output_tokens=3, input=items)
     assert response.usage is not None and response.usage.input_tokens == expected
     assert response.usage.input_tokens_details.cached_tokens > image_positions(model_tokens(live, (9, 9, 200)))[-1]
 

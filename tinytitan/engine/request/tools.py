@@ -125,7 +125,8 @@ def check_tool_choice(
                 param=param,
             )
         raise InvalidRequest(f"tool_choice names an unknown tool '{forced}'", param=param)
-    for i, tool in enumerate(tools + revealed):  # a forced call's arguments are grammar-constrained: refuse what cannot be
+    # a forced call's arguments are grammar-constrained: refuse what cannot be
+    for i, tool in enumerate(tools + revealed):
         if (forced is None or tool.name == forced) and not tool.custom:
             compile_schema(tool.parameters or DEFAULT_TOOL_SCHEMA, tool_source(tool, i).at("parameters"))
     return tools, choice.mode, forced
