@@ -174,6 +174,12 @@ def test_the_anthropic_sdk_sends_a_picture(live: LiveServer) -> None:
     )
     usage = message.usage
     assert usage.input_tokens + (usage.cache_read_input_tokens or 0) == expected
+    with client.messages.stream(
+        model=live.engine.info.id, max_tokens=3, messages=[{"role": "user", "content": blocks}]
+    ) as stream:
+        streamed = stream.get_final_message().usage
+    assert streamed.input_tokens + (streamed.cache_read_input_tokens or 0) == expected
+    assert (streamed.cache_read_input_tokens or 0) > image_positions(model_tokens(live, color))[-1]  # seen before
 
 
 # -- the prompt cache over the wire ---------------------------------------------------------------
