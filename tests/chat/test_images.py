@@ -10,29 +10,39 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tinytitan.chat.client import ChatError
 from tinytitan.chat.images import image_part
-from tinytitan.testing.images import picture
+from tinytitan.engine.device.images import VIRTUAL_BASE
+from tinytitan.engine.models.mlx import MlxBackend
+from tinytitan.engine.request import ChatRequest
+from tinytitan.testing.images import checked_picture, data_url, image_message, picture
 from tinytitan.testing.process import REPO_ROOT
 from tinytitan.testing.scripts import script
+from tinytitan.testing.server import live_server
 
 PNG = picture("png", 8, 6)
 SEEN = f"1 image(s): image/png 8x6 {hashlib.sha256(PNG).hexdigest()[:12]}"
 
 
-def _chat(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _chat(
+    tmp_path: Path, *args: str, stdin: str = "", backend: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``tinytitan chat`` as a process: the scripted vision backend unless ``backend`` names another."""
     (tmp_path / "shot.png").write_bytes(PNG)
-    stub = tmp_path / "stub.json"
-    stub.write_text(json.dumps(script({"reply": {"describe_images": True}}, vision=True)))
+    if not backend:
+        stub = tmp_path / "stub.json"
+        stub.write_text(json.dumps(script({"reply": {"describe_images": True}}, vision=True)))
+        backend = ("--stub", str(stub))
     return subprocess.run(
-        [sys.executable, "-m", "tinytitan", "chat", "--stub", str(stub), *args],
+        [sys.executable, "-m", "tinytitan", "chat", *backend, *args],
         input=stdin,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         cwd=tmp_path,
     )
 
@@ -64,3 +74,43 @@ def test_a_file_that_is_no_picture_is_refused(tmp_path: Path) -> None:
     (tmp_path / "shot.gif").write_bytes(picture("gif"))
     part, line = image_part(str(tmp_path / "shot.gif"))
     assert part["image_url"].startswith("data:image/gif;base64,") and "image/gif" in line
+
+
+# -- the tiny random vision model ------------------------------------------------------------------
+
+
+def test_a_one_shot_prompt_with_a_picture_for_the_tiny_vision_model(tmp_path: Path, tiny_vision_dir: Path) -> None:
+    """In-process: the model loads, takes the picture and answers (gibberish: a random model) once."""
+    result = _chat(
+        tmp_path, "--image", "shot.png", "--max-tokens", "3", "what is this?", backend=("--model", str(tiny_vision_dir))
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), result.stderr
+
+
+def test_the_picture_reaches_a_served_vision_model(tmp_path: Path, tiny_vision_dir: Path) -> None:
+    """Against ``serve``'s socket: the same question and picture sent afterwards finds the chat's
+    picture in the prompt cache, every one of its image tokens."""
+    with live_server(MlxBackend(str(tiny_vision_dir))) as live:
+        model = live.engine.info.id
+        result = _chat(
+            tmp_path,
+            "--image",
+            "shot.png",
+            "--max-tokens",
+            "3",
+            "what is this?",
+            backend=("--url", live.url, "--model", model),
+        )
+        assert result.returncode == 0, result.stderr
+        question = [
+            {"type": "input_text", "text": "what is this?"},
+            {"type": "input_image", "image_url": data_url(PNG)},
+        ]
+        body = {"model": model, "input": [{"role": "user", "content": question}], "max_output_tokens": 1}
+        usage = httpx.post(live.v1 + "/responses", json=body, timeout=300).json()["usage"]
+        shot = checked_picture((200, 30, 30), (8, 6))  # PNG, as the request side checks it
+        tokens = live.prompt_tokens(ChatRequest(model=model, messages=(image_message("what is this?", shot),)))
+    last_image_token = max(i for i, t in enumerate(tokens) if t >= VIRTUAL_BASE)
+    assert usage["input_tokens"] == len(tokens)
+    assert usage["input_tokens_details"]["cached_tokens"] > last_image_token, usage

@@ -153,3 +153,28 @@ def test_counts_with_a_gguf_file_as_the_model(tmp_path: Path, monkeypatch: pytes
     out = json.loads(result.output)
     # ChatML with SmolLM2's default system line: 42 tokens, as `serve` reports usage.prompt_tokens
     assert out == {"prompt_tokens": 42, "api": "chat", "model": "SmolLM2-135M-Instruct.Q4_1"}
+
+
+def test_a_picture_counts_its_image_tokens_as_the_server_does(
+    tmp_path: Path, tiny_vision_dir: Path, tiny_dir: Path
+) -> None:
+    """With the tiny vision model the count holds the picture's image tokens and equals the server's
+    usage; a text-only model refuses the picture by name, in one line."""
+    from tinytitan.engine.models.mlx import MlxBackend
+    from tinytitan.testing.images import data_url, picture
+
+    image = {"type": "image_url", "image_url": {"url": data_url(picture("png", 100, 50))}}
+    body = {"model": "tiny-v", "messages": [{"role": "user", "content": [{"type": "text", "text": "What?"}, image]}]}
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(body))
+    with live_server(MlxBackend(str(tiny_vision_dir), model_id="tiny-v")) as live:
+        served = httpx.post(live.v1 + "/chat/completions", json={**body, "max_tokens": 1}, timeout=300).json()
+    result = runner.invoke(app, ["count-tokens", str(request), "--model", str(tiny_vision_dir), "--model-id", "tiny-v"])
+    assert result.exit_code == 0, result.output
+    assert int(result.output) == served["usage"]["prompt_tokens"]
+    words = json.dumps({**body, "messages": [{"role": "user", "content": "What?"}]})
+    without = runner.invoke(app, ["count-tokens", "--model", str(tiny_vision_dir)], input=words)
+    assert int(result.output) - int(without.output) >= 12  # the picture's 12 image tokens and their markers
+    text_only = runner.invoke(app, ["count-tokens", str(request), "--model", str(tiny_dir)])
+    assert text_only.exit_code == 2
+    assert "has no vision input" in text_only.output and "(messages[0].content[1])" in text_only.output

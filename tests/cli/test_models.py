@@ -22,7 +22,7 @@ from tinytitan.engine.models.base import Backend
 from tinytitan.engine.models.catalog import CatalogEntry, scan
 from tinytitan.engine.models.manager import ModelManager
 from tinytitan.engine.models.mlx.facts import size_on_disk
-from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo
+from tinytitan.testing.catalog import B_DEFAULTS, build_catalog, fake_hub_repo, link_model
 from tinytitan.testing.server import LiveServer, live_server
 from tinytitan.testing.terminal import spawn
 
@@ -343,3 +343,27 @@ def test_the_tools_column_says_none_for_a_model_without_a_tool_call_syntax() -> 
     render(rows, console)
     lines = {line.split()[0]: line.split() for line in console.export_text().splitlines()[1:]}
     assert "none" in lines["plain"] and "json_tools" in lines["caller"] and "none" not in lines["remote"]
+
+
+def test_a_vision_model_lists_its_image_input(tiny_dir: Path, tiny_vision_dir: Path, tmp_path: Path) -> None:
+    """The INPUT column and ``input_modalities``: text+image for a vision model, text for the rest,
+    from the catalog and from a running server alike."""
+    root = tmp_path / "models"
+    link_model(tiny_dir, root / "tiny")
+    link_model(tiny_vision_dir, root / "tiny-vision")
+    listed = runner.invoke(app, ["models", "--models-dir", str(root), "--json"])
+    assert listed.exit_code == 0, listed.output
+    modalities = {m["id"]: m["input_modalities"] for m in json.loads(listed.output)["models"]}
+    assert modalities == {"tiny": ["text"], "tiny-vision": ["text", "image"]}
+    table = runner.invoke(app, ["models", "--models-dir", str(root)], env={"COLUMNS": "200"}).output.splitlines()
+    assert table[0].split()[-2:] == ["INPUT", "WHERE"]
+    assert {line.split()[0]: line.split()[-2] for line in table[1:3]} == {
+        "tiny": "text",
+        "tiny-vision": "text+image",
+    }
+    with live_server(ModelManager.from_catalog(scan([root], quiet=True), _backend)) as live:
+        served = runner.invoke(app, ["models", "--url", live.url, "--json"])
+        served_table = runner.invoke(app, ["models", "--url", live.url], env={"COLUMNS": "200"})
+    assert served.exit_code == 0, served.output
+    assert {m["id"]: m["input_modalities"] for m in json.loads(served.output)["models"]} == modalities
+    assert "text+image" in served_table.output

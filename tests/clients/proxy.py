@@ -15,6 +15,20 @@ from typing import Any
 
 import httpx
 
+# What a capped turn asks for instead of free text: ``{"done": true|false}``, a few tokens that end
+# with the grammar (a random model's text never ends, and may spell a tool call). DONE is Messages'
+# ``output_config.format``; DONE_TEXT is Responses' ``text.format``.
+DONE: dict[str, Any] = {
+    "type": "json_schema",
+    "schema": {
+        "type": "object",
+        "properties": {"done": {"type": "boolean"}},
+        "required": ["done"],
+        "additionalProperties": False,
+    },
+}
+DONE_TEXT: dict[str, Any] = {"name": "done", "strict": True, **DONE}
+
 Adjust = Callable[[str, dict[str, Any]], dict[str, Any] | None]  # None: forward untouched, unrecorded
 
 

@@ -25,22 +25,11 @@ from tinytitan.testing import sse
 from tinytitan.testing.freeform import grammar
 
 from .conftest import Codex, StubServer, _start, _stop
-from .proxy import Proxy
+from .proxy import DONE_TEXT, Proxy
 
 NARROW = (
     'start: "*** Begin Patch\\n*** Add File: tiny.txt\\n" line~1..3 "*** End Patch\\n"\nline: "+" /[a-z]{1,8}/ "\\n"\n'
 )
-DONE = {
-    "type": "json_schema",
-    "name": "done",
-    "schema": {
-        "type": "object",
-        "properties": {"done": {"type": "boolean"}},
-        "required": ["done"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
 
 
 def adjust(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -49,7 +38,7 @@ def adjust(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     answered = any(isinstance(i, dict) and i.get("type") == "custom_tool_call_output" for i in body["input"])
     if answered:
-        body["text"] = {**(body.get("text") or {}), "format": DONE}
+        body["text"] = {**(body.get("text") or {}), "format": DONE_TEXT}
     else:
         body["tool_choice"] = {"type": "custom", "name": "apply_patch"}
         for tool in body["tools"]:

@@ -25,7 +25,7 @@ from tinytitan.testing import sse
 from tinytitan.testing.mcp_server import NEEDLE, SERVER_NAME, TOOLS
 
 from .conftest import ROOT, StubServer, _start, _stop
-from .proxy import Proxy
+from .proxy import DONE, DONE_TEXT, Proxy
 
 if TYPE_CHECKING:
     from .conftest import Claude, Codex, StartStub
@@ -119,17 +119,6 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubServer]:
 
 def _last_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in _blocks(body["messages"][-1]) if b.get("type") == "tool_result"]
-
-
-DONE = {
-    "type": "json_schema",
-    "schema": {
-        "type": "object",
-        "properties": {"done": {"type": "boolean"}},
-        "required": ["done"],
-        "additionalProperties": False,
-    },
-}
 
 
 def _choose_for_claude(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -241,7 +230,7 @@ def _choose_for_codex(path: str, body: dict[str, Any]) -> dict[str, Any] | None:
                         }
     else:
         body["tool_choice"] = "none"
-        body["text"] = {**(body.get("text") or {}), "format": {"name": "done", "strict": True, **DONE}}
+        body["text"] = {**(body.get("text") or {}), "format": DONE_TEXT}
     return body
 
 

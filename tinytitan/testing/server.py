@@ -13,6 +13,7 @@ from tinytitan.api.responses.websocket import Sessions
 from tinytitan.engine.build import build_engine
 from tinytitan.engine.models.base import Backend
 from tinytitan.engine.models.manager import ModelManager
+from tinytitan.engine.request import ChatRequest
 from tinytitan.engine.service import Engine
 from tinytitan.settings import Settings
 
@@ -39,6 +40,13 @@ class LiveServer:
             return len(asyncio.all_tasks())
 
         return asyncio.run_coroutine_threadsafe(count(), self.loop).result(timeout=10) - 1  # not this one
+
+    def prompt_tokens(self, request: ChatRequest) -> list[int]:
+        """The prompt ``request`` becomes as the model sees it (an image's tokens included), rendered
+        by the server's own engine on its loop."""
+        assert self.loop is not None
+        _validated, prompt = asyncio.run_coroutine_threadsafe(self.engine.validate(request), self.loop).result(60)
+        return list(prompt.tokens)
 
     @property
     def recorded(self) -> list[dict[str, Any]]:
