@@ -99,7 +99,7 @@ STAGE_ORDER: tuple[tuple[str, ...], ...] = (
     ("prompt_cache",),  # KV snapshots by (model identity, token prefix), RAM and disk
     ("device",),  # the worker, the batches it steps, sampling, distributed stepping
     ("models",),  # backends: files, facts, loading, rendering; they open batches on the device
-    ("memory", "tool_search", "loops", "queue", "cpu_pool"),  # around one generation
+    ("memory", "tool_search", "loops", "queue", "cpu_pool", "inbox"),  # around one generation
     ("job",),  # one admitted generation
     ("service",),  # the Engine facade
     ("passes",),  # the server's own passes, through the Engine
