@@ -7,6 +7,7 @@ the proxy keeps what it sent (``bodies``) and what came back (``answers``) for t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+from .conftest import StubServer
 
 # What a capped turn asks for instead of free text: ``{"done": true|false}``, a few tokens that end
 # with the grammar (a random model's text never ends, and may spell a tool call). DONE is Messages'
@@ -74,6 +77,10 @@ class Proxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def before(self, server: StubServer) -> StubServer:
+        """``server`` as a client reaches it through this proxy."""
+        return dataclasses.replace(server, url=self.url)
 
     def close(self) -> None:
         self.server.shutdown()

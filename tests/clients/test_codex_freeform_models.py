@@ -67,7 +67,7 @@ def test_codex_applies_a_patch_a_tiny_model_wrote(family: StubServer, codex: Cod
     proxy = Proxy(family.url, adjust)
     try:
         run = codex.run(
-            StubServer(proxy.url, family.port, family.log, family.model),
+            proxy.before(family),
             "add tiny.txt",
             "--dangerously-bypass-approvals-and-sandbox",
             "-c",

@@ -112,7 +112,7 @@ def test_codex_attaches_a_picture_for_the_tiny_vision_model(tiny_vision: StubSer
     proxy = Proxy(tiny_vision.url, _capped)
     try:
         run = codex.run(
-            StubServer(proxy.url, tiny_vision.port, tiny_vision.log, tiny_vision.model),
+            proxy.before(tiny_vision),
             "what is in this picture?",
             "-c",
             f"model_catalog_json={json.dumps(str(catalog))}",

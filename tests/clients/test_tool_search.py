@@ -42,6 +42,32 @@ def _calls(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def _claude_with_mcp(claude: Claude) -> tuple[Path, Path]:
+    """Claude Code given the test MCP server, tool search on: (the MCP server's call log, its config)."""
+    log = claude.ws.root / "mcp-calls.jsonl"
+    command, args, env = _mcp_command(log)
+    config = claude.ws.root / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": command, "args": args, "env": env}}})
+    )
+    claude.ws.extra_env["ENABLE_TOOL_SEARCH"] = "true"
+    return log, config
+
+
+def _codex_with_mcp(codex: Codex, server: StubServer) -> tuple[Path, Path]:
+    """Codex given the test MCP server: (the MCP server's call log, the server's own catalog, whose
+    Codex entry offers ``tool_search``)."""
+    log = codex.ws.root / "mcp-calls.jsonl"
+    command, args, env = _mcp_command(log)
+    catalog = codex.ws.root / "catalog.json"
+    catalog.write_text(httpx.get(server.v1 + "/models", timeout=10).text)
+    (codex.ws.config / "config.toml").write_text(
+        f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        f"env = {{ PYTHONPATH = {json.dumps(env['PYTHONPATH'])} }}\n"
+    )
+    return log, catalog
+
+
 def _rules(needle: str, query: str) -> list[dict[str, Any]]:
     return [
         {"when": {"last_tool": needle}, "reply": {"text": ANSWER}},
@@ -53,13 +79,7 @@ def _rules(needle: str, query: str) -> list[dict[str, Any]]:
 
 def test_claude_code_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, claude: Claude) -> None:
     server = stub({"rules": _rules(CLAUDE_NEEDLE, f"select:{CLAUDE_NEEDLE}")})
-    log = claude.ws.root / "mcp-calls.jsonl"
-    command, args, env = _mcp_command(log)
-    config = claude.ws.root / "mcp.json"
-    config.write_text(
-        json.dumps({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": command, "args": args, "env": env}}})
-    )
-    claude.ws.extra_env["ENABLE_TOOL_SEARCH"] = "true"
+    log, config = _claude_with_mcp(claude)
     run = claude.run(
         server, "what is the weather in Paris?", "--mcp-config", str(config), "--dangerously-skip-permissions"
     )
@@ -78,14 +98,7 @@ def test_claude_code_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, claude
 
 def test_codex_finds_and_calls_a_deferred_mcp_tool(stub: StartStub, codex: Codex) -> None:
     server = stub({"rules": _rules(NEEDLE, "weather forecast")})
-    log = codex.ws.root / "mcp-calls.jsonl"
-    command, args, env = _mcp_command(log)
-    catalog = codex.ws.root / "catalog.json"  # the server's own listing: its Codex entry offers tool_search
-    catalog.write_text(httpx.get(server.v1 + "/models", timeout=10).text)
-    (codex.ws.config / "config.toml").write_text(
-        f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-        f"env = {{ PYTHONPATH = {json.dumps(env['PYTHONPATH'])} }}\n"
-    )
+    log, catalog = _codex_with_mcp(codex, server)
     run = codex.run(
         server,
         "what is the weather in Paris?",
@@ -160,17 +173,11 @@ def test_claude_code_finds_and_calls_a_deferred_tool_with_a_tiny_qwen3(qwen3: St
     """The search call, the revealed tool's call and both tool results go through Qwen3's own template
     and call parser; the found tool's definition reaches the model only inside the search's result."""
     claude.ws.timeout = 600
-    log = claude.ws.root / "mcp-calls.jsonl"
-    command, args, env = _mcp_command(log)
-    config = claude.ws.root / "mcp.json"
-    config.write_text(
-        json.dumps({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": command, "args": args, "env": env}}})
-    )
-    claude.ws.extra_env["ENABLE_TOOL_SEARCH"] = "true"
+    log, config = _claude_with_mcp(claude)
     proxy = Proxy(qwen3.url, _choose_for_claude)
     try:
         run = claude.run(
-            StubServer(proxy.url, qwen3.port, qwen3.log, qwen3.model),
+            proxy.before(qwen3),
             "what is the weather in Paris?",
             "--mcp-config",
             str(config),
@@ -245,18 +252,11 @@ def _functions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.timeout(700)
 def test_codex_finds_and_calls_a_deferred_tool_with_a_tiny_qwen3(qwen3: StubServer, codex: Codex) -> None:
     codex.ws.timeout = 600
-    log = codex.ws.root / "mcp-calls.jsonl"
-    command, args, env = _mcp_command(log)
-    catalog = codex.ws.root / "catalog.json"  # the server's own listing: its Codex entry offers tool_search
-    catalog.write_text(httpx.get(qwen3.v1 + "/models", timeout=10).text)
-    (codex.ws.config / "config.toml").write_text(
-        f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-        f"env = {{ PYTHONPATH = {json.dumps(env['PYTHONPATH'])} }}\n"
-    )
+    log, catalog = _codex_with_mcp(codex, qwen3)
     proxy = Proxy(qwen3.url, _choose_for_codex)
     try:
         run = codex.run(
-            StubServer(proxy.url, qwen3.port, qwen3.log, qwen3.model),
+            proxy.before(qwen3),
             "what is the weather in Paris?",
             "--dangerously-bypass-approvals-and-sandbox",
             "-c",
