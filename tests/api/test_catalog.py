@@ -151,8 +151,9 @@ def test_details_carry_the_catalog_facts(live: LiveServer) -> None:
         [models_of(live).resident] if models_of(live).resident else []
     )
     plain = httpx.get(live.v1 + "/models").json()["data"][0]
-    # the reference shape and the context facts, unless details are asked for
-    assert set(plain) == {"id", "object", "owned_by", "context_window", "max_output_tokens"}
+    # the reference shape, the context facts and what the model reads, unless details are asked for
+    assert set(plain) == {"id", "object", "owned_by", "context_window", "max_output_tokens", "input_modalities"}
+    assert plain["input_modalities"] == ["text"]  # the catalog's models are text-only
 
 
 def test_every_entry_carries_its_own_context_window_and_output_cap(live: LiveServer) -> None:

@@ -52,7 +52,9 @@ for _ in range(11):
         _, token, _, _ = dist.channel.exchange(Kind.DECODE, token)
     token = int(mx.argmax(session.forward([token]), axis=-1).item())
     tokens.append(token)
-print("TOKENS", json.dumps(tokens), "rank", group.rank if group else "-", flush=True)
+rank = group.rank if group else "-"
+sys.stdout.write(f"TOKENS {json.dumps(tokens)} rank {rank}\n")  # one write: the ranks share the pipe
+sys.stdout.flush()
 """
 
 
