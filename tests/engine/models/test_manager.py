@@ -116,6 +116,7 @@ def test_one_model_is_resident_when_its_backend_is_loaded() -> None:
         "default_reasoning": "on",
         "tool_calls": True,
         "freeform_tools": False,
+        "input_modalities": ["text"],  # a text-only model
         "kv_cache": {"kv_bits": None},  # full precision (no --kv-bits)
         "resident": True,
     }

@@ -231,11 +231,12 @@ class _Compactor:
                 elif isinstance(event, TextDelta):
                     if self.first_token_s is None and event.text:
                         self.first_token_s = time.monotonic() - self.started
-                    parts.append(event.text)
-                    looped = cycles.feed(event.text) is not None
-                    if looped or ("\n" in event.text and is_repetition_loop("".join(parts))):
-                        await self.stopped(job, "".join(parts))
-                        return None
+                    for piece in _pieces(event.text):  # a delta that joined many steps, read as written
+                        parts.append(piece)
+                        looped = cycles.feed(piece) is not None
+                        if looped or ("\n" in piece and is_repetition_loop("".join(parts))):
+                            await self.stopped(job, "".join(parts))
+                            return None
         note = drop_echoed_lines("".join(parts).strip(), *said)
         if is_repetition_loop(note):
             log.info("compaction: pass %d is a repetition loop; discarded", self.passes)
@@ -363,3 +364,10 @@ async def compact(
         first_token_s=worker.first_token_s,
         first_pass=first,
     )
+
+
+def _pieces(text: str, most: int = 256) -> list[str]:
+    """``text`` in the pieces a reader that kept up would have seen it in — lines, none longer than
+    ``most`` characters — so a loop is caught (and counted) where it began, however many steps one
+    delta joined (``engine/inbox.py`` joins the text of steps a lagging reader reads at once)."""
+    return [line[i : i + most] for line in text.splitlines(keepends=True) for i in range(0, len(line), most)]
