@@ -21,6 +21,7 @@ from tinytitan.engine.mlx_lm_adapter import (
     infer_tool_parser,
     model_classes,
     problems,
+    route_quantized_attention,
     set_prefill_step,
 )
 from tinytitan.testing.device import EXACT
@@ -355,6 +356,23 @@ def test_the_generator_batches_row_caches_through_their_merge_and_attends_quanti
             assert all(isinstance(c, QuantizedRow) for c in kept) and kept[0].offset == len(tokens)
         finally:
             gen.close()
+
+
+def test_a_routed_quantized_attention_is_what_mlx_lms_attention_calls_for_a_cache_with_bits(
+    device: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``models/mlx/cpu_kv_attention.py`` puts its split where mlx-lm's attention looks its quantized one up."""
+    import mlx.core as mx
+    from mlx_lm.models import base
+
+    monkeypatch.setattr(base, "quantized_scaled_dot_product_attention", base.quantized_scaled_dot_product_attention)
+    seen: list[dict[str, Any]] = []
+    original = route_quantized_attention(lambda *args, **kwargs: seen.append(kwargs) or original(*args, **kwargs))
+    q = mx.ones((1, 2, 1, 64))
+    k = tuple(mx.quantize(mx.ones((1, 1, 5, 64)), group_size=64, bits=8))
+    out = base.scaled_dot_product_attention(q, k, k, SimpleNamespace(bits=8, group_size=64), scale=1.0, mask=None)
+    assert out.shape == (1, 2, 1, 64) and mx.allclose(out, mx.ones_like(out)).item()
+    assert seen == [{"scale": 1.0, "mask": None, "group_size": 64, "bits": 8}]
 
 
 def test_a_changed_cache_contract_keeps_the_kv_cache_in_full_precision_with_one_line(

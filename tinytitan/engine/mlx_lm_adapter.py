@@ -18,7 +18,8 @@ attributes read or written:
   ``prepare`` / ``finalize`` around a prefill, ``filter`` / ``extend`` / ``extract`` as rows leave and
   join, ``make_mask``, ``trim``) and the quantized attention its ``scaled_dot_product_attention``
   takes when a cache has ``bits`` — what ``kv/cache.py``'s quantized batch cache implements, checked
-  against mlx-lm's own ``BatchKVCache``;
+  against mlx-lm's own ``BatchKVCache``; that attention's module-level name is where
+  ``route_quantized_attention`` puts the CPU's split of it (``models/mlx/cpu_kv_attention.py``);
 - **the tool-call syntax a chat template implies** (``infer_tool_parser``) — mlx-lm's
   ``_infer_tool_parser`` — and **a config's model classes** (``model_classes``), which has a public
   road (the ``mlx_lm.models.<type>`` module of ``MODEL_REMAPPING``'s name) taken when the private
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import Any, Protocol, cast
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "infer_tool_parser",
     "model_classes",
     "problems",
+    "route_quantized_attention",
     "set_prefill_step",
 ]
 
@@ -199,6 +201,17 @@ def cache_problems(batch_cache: type) -> list[str]:
     if not callable(getattr(base, "quantized_scaled_dot_product_attention", None)):
         found.append("models.base.quantized_scaled_dot_product_attention")
     return found
+
+
+def route_quantized_attention(route: Callable[..., Any]) -> Callable[..., Any]:
+    """Have mlx-lm's ``scaled_dot_product_attention`` call ``route`` where it calls its quantized
+    attention (a cache that has ``bits``), with the same arguments; returns the function it called.
+    mlx-lm looks the function up in ``mlx_lm.models.base`` at every call."""
+    from mlx_lm.models import base
+
+    original: Callable[..., Any] = base.quantized_scaled_dot_product_attention
+    base.quantized_scaled_dot_product_attention = route
+    return original
 
 
 def set_prefill_step(generator: Any, tokens: int) -> None:

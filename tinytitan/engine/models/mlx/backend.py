@@ -30,7 +30,7 @@ from tinytitan.engine.errors import InvalidRequest, ShuttingDown
 from tinytitan.engine.kv.form import KvForm, served_form, token_bytes
 from tinytitan.engine.models.base import Backend, Decoder, Prompt
 from tinytitan.engine.models.files import ModelUnavailable
-from tinytitan.engine.models.mlx import cpu_attention, loading
+from tinytitan.engine.models.mlx import cpu_attention, cpu_kv_attention, loading
 from tinytitan.engine.models.mlx.detokenizer import Detokenizer
 from tinytitan.engine.models.mlx.facts import read_facts
 from tinytitan.engine.models.mlx.resolve import ModelSource, resolve_model
@@ -228,8 +228,10 @@ class MlxBackend(Backend):
             if self._model is not None:
                 return
             _ = self.tokenizer
-            # prompt chunks of a float32 CPU model: attention in NumPy, ~4× faster than mlx's
+            # prompt chunks of a float32 CPU model: attention in NumPy, ~4× faster than mlx's; a
+            # quantized KV cache's decode attention: its key heads split among the cores
             if cpu_attention.install_for(compute_dtype(self.dtype, self.device), self.device):
+                cpu_kv_attention.install()
                 cpu_share.start()  # … and the products' threads: the free cores of a busy machine
             if self.syntax == HARMONY:
                 _ = self.harmony

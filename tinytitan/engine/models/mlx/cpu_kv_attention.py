@@ -1,0 +1,110 @@
+"""A quantized KV cache's decode attention on the CPU, its key heads shared among the cores.
+
+At a decode step mlx-lm attends over a quantized cache (``serve --kv-bits``) with two
+``mx.quantized_matmul`` products: the scores against the packed keys, and the weights against the
+packed values. mlx's CPU kernels run each product on one thread, and the keys' product (the
+transposed one) is the slow one: on the 0.6B shape at 2,048 tokens it takes 3.2 ms a layer where
+the float32 product takes 0.8 ms (``benchmarks/bench_kv.py --only attention``), enough to cost a
+third of a decode step. Here the key heads are split into one slice per usable core, each slice's
+attention (mlx-lm's own function, unchanged) is built on a CPU stream of its own — mlx runs each
+stream on a thread of its own — and the slices are joined: on 2 cores the keys' product takes half
+the time.
+
+``install()`` routes mlx-lm's quantized attention here (through ``mlx_lm_adapter``), process-wide,
+when the device worker loads a model that computes in float32 on the CPU. The route acts only on
+the device thread for a float32 CPU step of a few queries (a decode step, a drafts' verify pass)
+over more than one key head, with more than one core free (``tinytitan.cpu_share``: one on a busy
+machine); everything else goes to mlx-lm's own function, as does every GPU step.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tinytitan import cpu_share
+from tinytitan.cores import usable_cores
+from tinytitan.engine.device.thread import is_device_thread
+
+__all__ = ["MOST_QUERIES", "install", "split_attention"]
+
+MOST_QUERIES = 32  # a step of more queries is a prefill chunk (the cache hands it dequantized keys anyway)
+
+_lock = threading.Lock()
+_original: Any = None
+_local = threading.local()  # mlx's streams belong to the thread that made them: each device thread its own
+
+
+def install() -> None:
+    """Route mlx-lm's quantized attention through ``_dispatch`` (idempotent, process-wide)."""
+    global _original
+    from tinytitan.engine import mlx_lm_adapter
+
+    with _lock:
+        if _original is None:
+            _original = mlx_lm_adapter.route_quantized_attention(_dispatch)
+
+
+def _dispatch(
+    queries: Any, q_keys: Any, q_values: Any, scale: float, mask: Any, group_size: int = 64, bits: int = 8
+) -> Any:
+    parts = _parts(queries, q_keys)
+    if parts > 1:
+        return split_attention(queries, q_keys, q_values, scale, mask, group_size, bits, parts=parts)
+    return _original(queries, q_keys, q_values, scale=scale, mask=mask, group_size=group_size, bits=bits)
+
+
+def _parts(queries: Any, q_keys: Any) -> int:
+    """How many slices this step's key heads go in (1: mlx-lm's own function, whole)."""
+    import mlx.core as mx
+
+    if not is_device_thread() or queries.ndim != 4 or queries.shape[2] > MOST_QUERIES:
+        return 1
+    if queries.dtype != mx.float32 or mx.default_device() != mx.cpu:
+        return 1
+    return min(cpu_share.threads(usable_cores()), q_keys[0].shape[-3])
+
+
+def split_attention(
+    queries: Any, q_keys: Any, q_values: Any, scale: float, mask: Any, group_size: int, bits: int, *, parts: int
+) -> Any:
+    """mlx-lm's quantized attention with the key heads in ``parts`` slices, each built on a CPU stream
+    of its own (so computed on a thread of its own), joined along the heads. The same numbers as one
+    call: each query head attends to its own key head either way."""
+    import mlx.core as mx
+
+    original = _original if _original is not None else _mlx_lm_function()
+    kv_heads = q_keys[0].shape[-3]
+    group = queries.shape[1] // kv_heads
+    cuts = [kv_heads * i // parts for i in range(parts + 1)]
+    outs = []
+    for start, stop, stream in zip(cuts, cuts[1:], _cpu_streams(parts), strict=False):
+        with mx.stream(stream):
+            outs.append(
+                original(
+                    queries[:, start * group : stop * group],
+                    tuple(x[:, start:stop] for x in q_keys),
+                    tuple(x[:, start:stop] for x in q_values),
+                    scale=scale,
+                    mask=mask,  # (rows, 1, queries, keys): shared by the heads
+                    group_size=group_size,
+                    bits=bits,
+                )
+            )
+    return mx.concatenate(outs, axis=1)
+
+
+def _cpu_streams(count: int) -> list[Any]:
+    import mlx.core as mx
+
+    streams: list[Any] = getattr(_local, "streams", [])
+    while len(streams) < count:
+        streams.append(mx.new_stream(mx.cpu))
+    _local.streams = streams
+    return streams[:count]
+
+
+def _mlx_lm_function() -> Any:
+    from mlx_lm.models import base
+
+    return base.quantized_scaled_dot_product_attention
