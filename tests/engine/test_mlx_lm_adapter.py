@@ -367,7 +367,12 @@ def test_a_routed_quantized_attention_is_what_mlx_lms_attention_calls_for_a_cach
 
     monkeypatch.setattr(base, "quantized_scaled_dot_product_attention", base.quantized_scaled_dot_product_attention)
     seen: list[dict[str, Any]] = []
-    original = route_quantized_attention(lambda *args, **kwargs: seen.append(kwargs) or original(*args, **kwargs))
+
+    def route(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return original(*args, **kwargs)
+
+    original = route_quantized_attention(route)
     q = mx.ones((1, 2, 1, 64))
     k = tuple(mx.quantize(mx.ones((1, 1, 5, 64)), group_size=64, bits=8))
     out = base.scaled_dot_product_attention(q, k, k, SimpleNamespace(bits=8, group_size=64), scale=1.0, mask=None)

@@ -49,7 +49,7 @@ def _masks(batch: int, heads: int, queries: int, keys: int) -> dict[str, Any]:
 @pytest.mark.parametrize("bits", [8, 4])
 def test_the_split_gives_mlx_lms_numbers(shape: tuple[int, ...], parts: int, mask_name: str, bits: int) -> None:
     batch, q_heads, kv_heads, queries, keys = shape
-    q, k, v = _inputs(*shape, bits=bits)
+    q, k, v = _inputs(batch, q_heads, kv_heads, queries, keys, bits=bits)
     mask = _masks(batch, q_heads, queries, keys)[mask_name]
     want = MLX_LM(mx.array(q), k, v, scale=0.125, mask=mask, group_size=32, bits=bits)
     got = cpu_kv_attention.split_attention(q, k, v, 0.125, mask, 32, bits, parts=min(parts, kv_heads))

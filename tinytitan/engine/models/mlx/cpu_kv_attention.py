@@ -28,7 +28,7 @@ from tinytitan.engine.device.thread import is_device_thread
 
 __all__ = ["MOST_QUERIES", "install", "split_attention"]
 
-MOST_QUERIES = 32  # a step of more queries is a prefill chunk (the cache hands it dequantized keys anyway)
+MOST_QUERIES = 32  # more is a prefill chunk, over dequantized keys anyway (kv/cache.py's DENSE_FROM)
 
 _lock = threading.Lock()
 _original: Any = None
@@ -62,7 +62,7 @@ def _parts(queries: Any, q_keys: Any) -> int:
         return 1
     if queries.dtype != mx.float32 or mx.default_device() != mx.cpu:
         return 1
-    return min(cpu_share.threads(usable_cores()), q_keys[0].shape[-3])
+    return min(cpu_share.threads(usable_cores()), int(q_keys[0].shape[-3]))
 
 
 def split_attention(
