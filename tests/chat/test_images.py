@@ -114,3 +114,15 @@ def test_the_picture_reaches_a_served_vision_model(tmp_path: Path, tiny_vision_d
     last_image_token = max(i for i, t in enumerate(tokens) if t >= VIRTUAL_BASE)
     assert usage["input_tokens"] == len(tokens)
     assert usage["input_tokens_details"]["cached_tokens"] > last_image_token, usage
+
+
+def test_a_text_only_model_refuses_the_picture_in_one_line_before_sending(tmp_path: Path) -> None:
+    stub = tmp_path / "text.json"
+    stub.write_text(json.dumps(script({"reply": {"describe_images": True}})))  # no vision
+    result = _chat(tmp_path, "--image", "shot.png", "what is this?", backend=("--stub", str(stub)))
+    assert result.returncode == 2 and result.stdout == ""
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("tinytitan chat: '") and "is a text-only model and cannot see pictures" in line
+    result = _chat(tmp_path, stdin="/image shot.png\nhello\n", backend=("--stub", str(stub)))
+    assert result.returncode == 0, result.stderr
+    assert "is a text-only model and cannot see pictures" in result.stderr and "attached" not in result.stderr

@@ -25,7 +25,7 @@ from rich.text import Text
 from tinytitan.chat.client import ChatError, ServerDown
 from tinytitan.chat.commands import EXIT, is_command, run_command
 from tinytitan.chat.connect import Target, connect
-from tinytitan.chat.images import image_part
+from tinytitan.chat.images import image_part, text_only
 from tinytitan.chat.interrupts import CtrlC
 from tinytitan.chat.render import PlainView, RichView, TurnView
 from tinytitan.chat.session import DEFAULT_MAX_TOKENS, Session
@@ -210,6 +210,11 @@ def run_chat(options: ChatOptions) -> int:
     if options.prompt is not None and not options.prompt.strip() and sys.stdin.isatty():  # nothing piped either
         sys.stderr.write(f"tinytitan chat: {EMPTY_PROMPT}\n")
         return 2
+    try:  # the pictures are read first: a missing one is said before any model loads
+        images = [image_part(path)[0] for path in options.images]
+    except ChatError as exc:
+        sys.stderr.write(f"tinytitan chat: {exc}\n")
+        return 2
     try:
         target = connect(
             options.url,
@@ -235,13 +240,11 @@ def run_chat(options: ChatOptions) -> int:
         tools = options.tools and target.client.tool_calls(model) is not False
         if options.tools and not tools:  # said once; the model would never call them
             sys.stderr.write(f"tinytitan chat: '{model}' has no tool-call syntax; --tools is off\n")
+        if images and target.client.takes_images(model) is False:
+            sys.stderr.write(f"tinytitan chat: {text_only(model)}\n")
+            return code
+        session.images.extend(images)
         app = ChatApp(target, session, interactive=interactive, tools=tools)
-        for path in options.images:
-            try:
-                session.images.append(image_part(path)[0])
-            except ChatError as exc:
-                sys.stderr.write(f"tinytitan chat: {exc}\n")
-                return code
         if options.prompt is not None:
             message = _one_prompt(options.prompt)
             if not message.strip():

@@ -233,6 +233,14 @@ class ChatClient:
         said = self.facts(model).get("reasoning_levels")
         return tuple(str(level) for level in said) if isinstance(said, list) else None
 
+    def takes_images(self, model: str) -> bool | None:
+        """Whether ``model`` takes pictures (``input_modalities`` in the model list); None when unsaid."""
+        for entry in self.model_list():
+            said = entry.get("input_modalities") if entry.get("id") == model else None
+            if isinstance(said, list):
+                return "image" in said
+        return None
+
     def accepts(self, model: str) -> bool:
         """Whether the server takes this name (any id it would serve, listed or not)."""
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tinytitan.chat.client import ChatError
-from tinytitan.chat.images import image_part
+from tinytitan.chat.images import image_part, text_only
 from tinytitan.chat.session import SessionFileError, count
 
 if TYPE_CHECKING:
@@ -145,6 +145,8 @@ def _image(chat: ChatApp, arg: str) -> None:
         chat.say(f"{count(n, 'picture')} attached to your next message" if n else "no picture attached")
         return
     part, line = image_part(arg)
+    if chat.target.client.takes_images(chat.session.model) is False:
+        raise ChatError(text_only(chat.session.model))
     chat.session.images.append(part)
     chat.say(f"{line}; it goes with your next message", style="dim")
 

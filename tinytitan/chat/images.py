@@ -10,7 +10,7 @@ from typing import Any
 
 from tinytitan.chat.client import ChatError
 
-__all__ = ["image_part"]
+__all__ = ["image_part", "text_only"]
 
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -42,3 +42,8 @@ def image_part(arg: str) -> tuple[dict[str, Any], str]:
     url = f"data:{media};base64,{base64.b64encode(data).decode()}"
     kib = max(1, round(len(data) / 1024))
     return {"type": "input_image", "image_url": url}, f"attached {path} ({media}, {kib:,} KiB)"
+
+
+def text_only(model: str) -> str:
+    """The line that refuses a picture for ``model``, a model without vision input."""
+    return f"'{model}' is a text-only model and cannot see pictures; chat with a vision model to attach one"

@@ -90,7 +90,8 @@ def banner(engine: Engine, settings: Settings) -> str:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     where = f"at http://{host}:{settings.port}/v1"
     if not engine.models.catalog:
-        facts = f"context {engine.info.context_window} tokens, {engine_note(settings, engine.backend)}"
+        images = ", takes images" if engine.info.vision else ""
+        facts = f"context {engine.info.context_window} tokens{images}, {engine_note(settings, engine.backend)}"
         return f"TinyTitan serving '{engine.info.id}' {where} ({facts})"
     ids = engine.model_ids()
     shown = ", ".join(ids[:6]) + (f", … ({len(ids)} in all)" if len(ids) > 6 else "")
