@@ -265,10 +265,11 @@ def layer_attention(name: str, shape: tuple[int, int, int], context: int, forms:
 
 def quantized_attention(form: KvForm, inputs: tuple[Any, ...], full: float, products: tuple[float, float]) -> None:
     import mlx.core as mx
-    from mlx_lm.models.base import quantized_scaled_dot_product_attention as whole
 
     from tinytitan.cores import usable_cores
-    from tinytitan.engine.models.mlx.cpu_kv_attention import split_attention
+    from tinytitan.engine.models.mlx.cpu_kv_attention import split_attention, whole_attention
+
+    whole = whole_attention()  # mlx-lm's own, not the route serving installed in its place
 
     q, grouped, scores, k, v = inputs
     bits, size, scale, parts = form.bits, form.group_size, q.shape[-1] ** -0.5, usable_cores()

@@ -26,7 +26,7 @@ from tinytitan import cpu_share
 from tinytitan.cores import usable_cores
 from tinytitan.engine.device.thread import is_device_thread
 
-__all__ = ["MOST_QUERIES", "install", "split_attention"]
+__all__ = ["MOST_QUERIES", "install", "split_attention", "whole_attention"]
 
 MOST_QUERIES = 32  # more is a prefill chunk, over dequantized keys anyway (kv/cache.py's DENSE_FROM)
 
@@ -73,7 +73,7 @@ def split_attention(
     call: each query head attends to its own key head either way."""
     import mlx.core as mx
 
-    original = _original if _original is not None else _mlx_lm_function()
+    original = whole_attention()
     kv_heads = q_keys[0].shape[-3]
     group = queries.shape[1] // kv_heads
     cuts = [kv_heads * i // parts for i in range(parts + 1)]
@@ -104,7 +104,10 @@ def _cpu_streams(count: int) -> list[Any]:
     return streams[:count]
 
 
-def _mlx_lm_function() -> Any:
+def whole_attention() -> Any:
+    """mlx-lm's own quantized attention (what the route replaced, or the function itself before it)."""
+    if _original is not None:
+        return _original
     from mlx_lm.models import base
 
     return base.quantized_scaled_dot_product_attention
