@@ -11,13 +11,14 @@ from tinytitan.api.anthropic import wire as anthropic_wire
 from tinytitan.api.chat_completions import wire as chat_wire
 from tinytitan.api.openapi import BODY_ROUTES, openapi_document
 from tinytitan.api.responses import wire as responses_wire
+from tinytitan.api.responses import wire_events as responses_events
 from tinytitan.api.responses.items import InputItemList
 
 DOC = openapi_document()
 SCHEMAS = DOC["components"]["schemas"]
 CREATE = [
     ("/v1/chat/completions", chat_wire.ChatCompletion, chat_wire.STREAM_EVENTS),
-    ("/v1/responses", responses_wire.Response, responses_wire.STREAM_EVENTS),
+    ("/v1/responses", responses_wire.Response, responses_events.STREAM_EVENTS),
     ("/v1/messages", anthropic_wire.Message, anthropic_wire.STREAM_EVENTS),
 ]
 

@@ -14,6 +14,7 @@ from tinytitan.api.chat_completions import wire as chat_wire
 from tinytitan.api.chat_completions.encode import ChatStream, completion_object
 from tinytitan.api.errors import anthropic_error, openai_error
 from tinytitan.api.responses import wire as responses_wire
+from tinytitan.api.responses import wire_events as responses_events
 from tinytitan.api.responses.encode import OutputBuilder, ResponsesStream, compaction_object, response_shell
 from tinytitan.api.responses.protocol import ResponsesRequest
 from tinytitan.api.responses.websocket import socket_error
@@ -128,10 +129,10 @@ def test_the_message_object_roundtrips(run: list[Event]) -> None:
 def test_every_responses_event_is_an_event_struct() -> None:
     seen: set[type] = set()
     for run in RUNS:
-        seen |= check_frames(frames(run, responses_stream()), responses_wire.STREAM_EVENTS)
-    seen |= check_frames([responses_stream().keepalive()], responses_wire.STREAM_EVENTS)
-    seen |= check_frames(frames(RUNS[0], responses_stream(queued=True)), responses_wire.STREAM_EVENTS)
-    assert seen == set(responses_wire.STREAM_EVENTS)
+        seen |= check_frames(frames(run, responses_stream()), responses_events.STREAM_EVENTS)
+    seen |= check_frames([responses_stream().keepalive()], responses_events.STREAM_EVENTS)
+    seen |= check_frames(frames(RUNS[0], responses_stream(queued=True)), responses_events.STREAM_EVENTS)
+    assert seen == set(responses_events.STREAM_EVENTS)
 
 
 @pytest.mark.parametrize("run", RUNS[:4])
@@ -149,7 +150,7 @@ def test_a_whole_turn_and_the_compaction_answer_roundtrip() -> None:
     builder = responses_stream().builder
     events = [*builder.start(), *builder.completed([answer.output[1]], USAGE)]
     for event in events:
-        assert isinstance(event, responses_wire.STREAM_EVENTS)
+        assert isinstance(event, responses_events.STREAM_EVENTS)
         roundtrips(event)
 
 

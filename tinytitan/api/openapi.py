@@ -22,7 +22,7 @@ from tinytitan.api.anthropic.wire import Message, TokenCount
 from tinytitan.api.chat_completions import wire as chat_wire
 from tinytitan.api.chat_completions.protocol import ChatCompletionRequest
 from tinytitan.api.chat_completions.wire import ChatCompletion
-from tinytitan.api.responses import wire as responses_wire
+from tinytitan.api.responses import wire_events as responses_events
 from tinytitan.api.responses.items import InputItemList
 from tinytitan.api.responses.protocol import CompactRequest, ResponsesRequest
 from tinytitan.api.responses.wire import Compaction, Deleted, InputTokens, Response
@@ -62,7 +62,7 @@ BODY_ROUTES: list[BodyRoute] = [
         chat_wire.STREAM_EVENTS,
     ),
     BodyRoute(
-        "/v1/responses", ResponsesRequest, "Create a response (JSON or SSE)", Response, responses_wire.STREAM_EVENTS
+        "/v1/responses", ResponsesRequest, "Create a response (JSON or SSE)", Response, responses_events.STREAM_EVENTS
     ),
     BodyRoute("/v1/responses/compact", CompactRequest, "Compact a conversation", Compaction),
     BodyRoute("/v1/responses/input_tokens", ResponsesRequest, "Count a response's input tokens", InputTokens),

@@ -53,7 +53,8 @@ from .items import InputItem
 from .protocol import ResponsesRequest
 from .store import ResponseStore, StoredResponse, finished
 from .turn import start_turn
-from .wire import Response, SocketError
+from .wire import Response
+from .wire_events import SocketError
 
 __all__ = ["DEFAULT_MAX_AGE", "MAX_WAITING", "ResponsesSocket", "Sessions", "responses_socket", "socket_error"]
 
