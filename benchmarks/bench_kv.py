@@ -272,21 +272,18 @@ def quantized_attention(form: KvForm, inputs: tuple[Any, ...], full: float, prod
     whole = whole_attention()  # mlx-lm's own, not the route serving installed in its place
 
     q, grouped, scores, k, v = inputs
-    bits, size, scale, parts = form.bits, form.group_size, q.shape[-1] ** -0.5, usable_cores()
+    bits, size, scale, cores = form.bits, form.group_size, q.shape[-1] ** -0.5, usable_cores()
     qk = tuple(mx.quantize(k, group_size=size, bits=bits))
     qv = tuple(mx.quantize(v, group_size=size, bits=bits))
     mx.eval(qk, qv)
     # mlx-lm scales its queries in place: each round gets its own copy
     one = timed(lambda: whole(q + 0, qk, qv, scale=scale, mask=None, group_size=size, bits=bits))
-    split = timed(lambda: split_attention(q, qk, qv, scale, None, size, bits, parts=parts))
-    keys = timed(
-        lambda: mx.quantized_matmul(grouped, *(x[:, :, None] for x in qk), transpose=True, group_size=size, bits=bits)
-    )
-    values = timed(
-        lambda: mx.quantized_matmul(scores, *(x[:, :, None] for x in qv), transpose=False, group_size=size, bits=bits)
-    )
+    split = timed(lambda: split_attention(q, qk, qv, scale, None, size, bits, parts=cores))
+    (kw, ks, kb), (vw, vs, vb) = ((x[:, :, None] for x in parts) for parts in (qk, qv))  # beside the groups
+    keys = timed(lambda: mx.quantized_matmul(grouped, kw, ks, kb, transpose=True, group_size=size, bits=bits))
+    values = timed(lambda: mx.quantized_matmul(scores, vw, vs, vb, transpose=False, group_size=size, bits=bits))
     print(
-        f"  {bits}-bit: whole {one * 1e3:.2f} ms ({one / full:.2f}× float32), split in {parts} "
+        f"  {bits}-bit: whole {one * 1e3:.2f} ms ({one / full:.2f}× float32), split in {cores} "
         f"{split * 1e3:.2f} ms ({split / full:.2f}×); the keys' product {keys / products[0]:.2f}× its "
         f"float32 one, the values' {values / products[1]:.2f}×",
         flush=True,
