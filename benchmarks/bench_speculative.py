@@ -14,6 +14,7 @@ the first ÷ time from the first event to the end. Workloads:
 
 - rewrite: the model reproduces a source file of a few hundred lines with one change — target ≥ 2×;
 - patch: a patch-style edit of a file (context lines copied) — target ≥ 2×;
+  (both files are frozen copies in ``benchmarks/workloads/``, so the prompts never move);
 - chat: free-form writing, where drafts rarely match — target ≥ 0.97×.
 
 Outputs must be identical with and without drafts. ``--draft-model`` (a smaller model of the same
@@ -56,8 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def workloads() -> dict[str, tuple[str, int]]:
-    source = (ROOT / "tinytitan/engine/job.py").read_text()
-    small = (ROOT / "tinytitan/engine/device/batch.py").read_text()
+    frozen = ROOT / "benchmarks" / "workloads"  # copies: the prompts stay put however the code changes
+    source = (frozen / "job.py.txt").read_text(encoding="utf-8")
+    small = (frozen / "batch.py.txt").read_text(encoding="utf-8")
     return {
         "rewrite": (
             "Here is a Python file:\n\n```python\n" + source + "```\n\nRewrite the whole file with one change: "
