@@ -2,13 +2,13 @@
 
 At a decode step mlx-lm attends over a quantized cache (``serve --kv-bits``) with two
 ``mx.quantized_matmul`` products: the scores against the packed keys, and the weights against the
-packed values. mlx's CPU kernels run each product on one thread, and the keys' product (the
-transposed one) is the slow one: on the 0.6B shape at 2,048 tokens it takes 3.2 ms a layer where
-the float32 product takes 0.8 ms (``benchmarks/bench_kv.py --only attention``), enough to cost a
-third of a decode step. Here the key heads are split into one slice per usable core, each slice's
+packed values. mlx 0.32's CPU kernels run each product on one thread, and the keys' product (the
+transposed one) is the slow one: 5–8× its float32 product on a 2-core x86 CPU, so one layer's
+attention costs 2–4.5× float32's (``benchmarks/bench_kv.py --only attention``) and a 0.6B model's
+decode step took up to half again as long. Here the key heads are split into one slice per usable core, each slice's
 attention (mlx-lm's own function, unchanged) is built on a CPU stream of its own — mlx runs each
-stream on a thread of its own — and the slices are joined: on 2 cores the keys' product takes half
-the time.
+stream on a thread of its own — and the slices are joined: on 2 cores the attention takes about
+half the time (an odd number of key heads splits unevenly, and gains less).
 
 ``install()`` routes mlx-lm's quantized attention here (through ``mlx_lm_adapter``), process-wide,
 when the device worker loads a model that computes in float32 on the CPU. The route acts only on
