@@ -96,6 +96,28 @@ def test_rows_together_give_what_each_gives_alone(model: Any, device: None, bits
         assert all(mx.allclose(a, b, atol=1e-5).item() for a, b in zip(mine, its, strict=True))
 
 
+def test_our_cpu_attention_splits_the_decode_steps(
+    model: Any, device: None, attention: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under our CPU attention the test above went through the split (on a machine of 2 cores or more)."""
+    from tinytitan import cpu_share
+    from tinytitan.engine.models.mlx import cpu_kv_attention
+
+    splits: list[int] = []
+    real = cpu_kv_attention.split_attention
+
+    def counted(*args: Any, parts: int, **kwargs: Any) -> Any:
+        splits.append(parts)
+        return real(*args, parts=parts, **kwargs)
+
+    monkeypatch.setattr(cpu_kv_attention, "usable_cores", lambda: 2)  # on any machine, however busy
+    monkeypatch.setattr(cpu_share, "threads", lambda most: most)
+    monkeypatch.setattr(cpu_kv_attention, "split_attention", counted)
+    (tokens,) = run(model, KvForm(8, 64), [LOOPED], [4])
+    assert len(tokens) == 4
+    assert set(splits) == ({2} if attention == "our CPU attention" else set())
+
+
 def test_seeded_rows_together_give_what_each_gives_alone(model: Any, device: None) -> None:
     kv, sampling = KvForm(4, 64), Sampling(temperature=0.8, seed=7)
     alone = []

@@ -15,8 +15,6 @@ from mlx_lm.models.base import create_causal_mask  # noqa: E402
 from tinytitan import cpu_share  # noqa: E402
 from tinytitan.engine.models.mlx import cpu_kv_attention  # noqa: E402
 
-MLX_LM = base.quantized_scaled_dot_product_attention  # as imported: before any route
-
 
 @pytest.fixture(autouse=True)
 def on_the_cpu(device: None) -> Iterator[None]:
@@ -51,7 +49,7 @@ def test_the_split_gives_mlx_lms_numbers(shape: tuple[int, ...], parts: int, mas
     batch, q_heads, kv_heads, queries, keys = shape
     q, k, v = _inputs(batch, q_heads, kv_heads, queries, keys, bits=bits)
     mask = _masks(batch, q_heads, queries, keys)[mask_name]
-    want = MLX_LM(mx.array(q), k, v, scale=0.125, mask=mask, group_size=32, bits=bits)
+    want = cpu_kv_attention.whole_attention()(mx.array(q), k, v, scale=0.125, mask=mask, group_size=32, bits=bits)
     got = cpu_kv_attention.split_attention(q, k, v, 0.125, mask, 32, bits, parts=min(parts, kv_heads))
     assert got.shape == want.shape
     assert mx.allclose(got, want, atol=1e-5, rtol=1e-5).item()
@@ -61,7 +59,7 @@ def test_the_route_splits_only_a_device_threads_decode_step_with_cores_to_spare(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cpu_kv_attention.install()
-    assert base.quantized_scaled_dot_product_attention is not MLX_LM  # the route mlx-lm now takes
+    assert base.quantized_scaled_dot_product_attention is not cpu_kv_attention.whole_attention()  # routed
     splits: list[int] = []
     real_split = cpu_kv_attention.split_attention
 
@@ -70,7 +68,8 @@ def test_the_route_splits_only_a_device_threads_decode_step_with_cores_to_spare(
         return real_split(*args, parts=parts, **kwargs)
 
     monkeypatch.setattr(cpu_kv_attention, "split_attention", counted)
-    monkeypatch.setattr(cpu_kv_attention, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cpu_kv_attention, "usable_cores", lambda: 2)  # on any machine, however busy
+    monkeypatch.setattr(cpu_share, "threads", lambda most: most)
 
     def attend(queries: int = 1) -> Any:
         q, k, v = _inputs(1, 8, 4, queries, 100, bits=8)

@@ -26,7 +26,7 @@ from tinytitan import cpu_share
 from tinytitan.cores import usable_cores
 from tinytitan.engine.device.thread import is_device_thread
 
-__all__ = ["MOST_QUERIES", "install", "split_attention", "whole_attention"]
+__all__ = ["MOST_QUERIES", "install", "installed", "split_attention", "uninstall", "whole_attention"]
 
 MOST_QUERIES = 32  # more is a prefill chunk, over dequantized keys anyway (kv/cache.py's DENSE_FROM)
 
@@ -43,6 +43,21 @@ def install() -> None:
     with _lock:
         if _original is None:
             _original = mlx_lm_adapter.route_quantized_attention(_dispatch)
+
+
+def installed() -> bool:
+    return _original is not None
+
+
+def uninstall() -> None:
+    """Give mlx-lm its own quantized attention back (tests compare the two)."""
+    global _original
+    from tinytitan.engine import mlx_lm_adapter
+
+    with _lock:
+        if _original is not None:
+            mlx_lm_adapter.route_quantized_attention(_original)
+            _original = None
 
 
 def _dispatch(
