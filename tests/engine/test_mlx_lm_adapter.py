@@ -21,6 +21,7 @@ from tinytitan.engine.mlx_lm_adapter import (
     infer_tool_parser,
     model_classes,
     problems,
+    route_batch_mask,
     route_quantized_attention,
     set_prefill_step,
 )
@@ -378,6 +379,31 @@ def test_a_routed_quantized_attention_is_what_mlx_lms_attention_calls_for_a_cach
     out = base.scaled_dot_product_attention(q, k, k, SimpleNamespace(bits=8, group_size=64), scale=1.0, mask=None)
     assert out.shape == (1, 2, 1, 64) and mx.allclose(out, mx.ones_like(out)).item()
     assert seen == [{"scale": 1.0, "mask": None, "group_size": 64, "bits": 8}]
+
+
+def test_a_routed_batch_mask_is_what_the_model_asks_a_batch_cache_for_each_pass(model: Any, device: None) -> None:
+    """``kv/masks.py`` puts a lone row's maskless step where mlx-lm's models ask a ``BatchKVCache`` for a mask:
+    once per forward pass, with the pass's token count, before the cache holds the new tokens."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import BatchKVCache
+
+    from tinytitan.engine.device.placement import device_context
+
+    calls: list[tuple[int, int, bool, Any]] = []
+
+    def route(cache: Any, n: int, return_array: bool = False, **kwargs: Any) -> Any:
+        calls.append((n, cache._idx, return_array, kwargs.get("window_size")))
+        return original(cache, n, return_array=return_array, **kwargs)
+
+    original = route_batch_mask(route)
+    try:
+        with device_context(EXACT):
+            cache = [BatchKVCache([0]) for _ in model.layers]
+            model(mx.array([PROMPT]), cache=cache)
+            model(mx.array([[5]]), cache=cache)
+    finally:
+        assert route_batch_mask(original) is route
+    assert calls == [(21, 0, False, None), (1, 21, False, None)]
 
 
 def test_a_changed_cache_contract_keeps_the_kv_cache_in_full_precision_with_one_line(

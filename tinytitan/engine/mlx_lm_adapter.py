@@ -19,7 +19,9 @@ attributes read or written:
   join, ``make_mask``, ``trim``) and the quantized attention its ``scaled_dot_product_attention``
   takes when a cache has ``bits`` — what ``kv/cache.py``'s quantized batch cache implements, checked
   against mlx-lm's own ``BatchKVCache``; that attention's module-level name is where
-  ``route_quantized_attention`` puts the CPU's split of it (``models/mlx/cpu_kv_attention.py``);
+  ``route_quantized_attention`` puts the CPU's split of it (``models/mlx/cpu_kv_attention.py``), and
+  ``BatchKVCache.make_mask`` is where ``route_batch_mask`` puts a lone row's maskless step
+  (``kv/masks.py``);
 - **the tool-call syntax a chat template implies** (``infer_tool_parser``) — mlx-lm's
   ``_infer_tool_parser`` — and **a config's model classes** (``model_classes``), which has a public
   road (the ``mlx_lm.models.<type>`` module of ``MODEL_REMAPPING``'s name) taken when the private
@@ -50,6 +52,7 @@ __all__ = [
     "infer_tool_parser",
     "model_classes",
     "problems",
+    "route_batch_mask",
     "route_quantized_attention",
     "set_prefill_step",
 ]
@@ -211,6 +214,17 @@ def route_quantized_attention(route: Callable[..., Any]) -> Callable[..., Any]:
 
     original: Callable[..., Any] = base.quantized_scaled_dot_product_attention
     base.quantized_scaled_dot_product_attention = route
+    return original
+
+
+def route_batch_mask(route: Callable[..., Any]) -> Callable[..., Any]:
+    """Make ``route`` mlx-lm's ``BatchKVCache.make_mask`` (called as a method, with mlx-lm's arguments:
+    ``N``, ``return_array``, ``window_size``); returns the function it replaced. mlx-lm's models call it
+    once per forward pass, through ``create_attention_mask``, before the cache takes the new keys."""
+    from mlx_lm.models.cache import BatchKVCache
+
+    original: Callable[..., Any] = BatchKVCache.make_mask
+    BatchKVCache.make_mask = route
     return original
 
 

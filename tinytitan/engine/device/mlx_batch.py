@@ -38,6 +38,7 @@ from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
+from tinytitan.engine.kv import masks
 from tinytitan.engine.mlx_lm_adapter import TESTED, cache_problems, problems, set_prefill_step
 from tinytitan.engine.request import Sampling
 
@@ -108,6 +109,7 @@ class MlxBatch(Batch):
         self.steps: deque[tuple[int, int, float]] = deque(maxlen=4096)
         self._running: dict[int, _Running] = {}  # by uid
         self._by_row: dict[int, _Running] = {}  # by row id
+        masks.install()  # a lone row's decode step without a mask (kv/masks.py)
         with self._on_device():
             self.gen = BatchGenerator(
                 model,

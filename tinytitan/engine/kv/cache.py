@@ -233,6 +233,10 @@ class QuantizedBatchKVCache:
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> Any:
         from mlx_lm.models.base import create_causal_mask
 
+        from tinytitan.engine.kv.masks import lone_row
+
+        if lone_row(self, N, return_array=return_array, window_size=kwargs.get("window_size")):
+            return None  # one row, no padding, one token: every position is seen (masks.py)
         return create_causal_mask(N, offset=self._idx, left_padding=self.left_padding, **kwargs)
 
     def filter(self, batch_indices: Any) -> None:
