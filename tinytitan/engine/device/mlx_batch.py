@@ -35,6 +35,7 @@ from tinytitan.engine.device.batch import Batch, Output, Row
 from tinytitan.engine.device.draft_model import ModelDrafts
 from tinytitan.engine.device.images import VIRTUAL_BASE, penalty_tokens
 from tinytitan.engine.device.interrupt import Interrupted, LayerWatch, rewind
+from tinytitan.engine.device.placement import device_context
 from tinytitan.engine.device.sampling import make_processors, make_sampler
 from tinytitan.engine.device.speculative import Speculator
 from tinytitan.engine.errors import GenerationFailed, TinyTitanError
@@ -52,6 +53,7 @@ log = logging.getLogger("tinytitan.mlx")
 
 PREFILL_STEP = 256  # prompt tokens per prefill step while other rows decode (the longest a newcomer holds them up)
 PREFILL_ALONE = 2048  # … and while none does: BLIS multiplies 2048 rows ~3× faster a row than 256 (bench_decode.py)
+_NULL = nullcontext()  # reusable: a step's contexts that do nothing
 
 
 @dataclass(eq=False)
@@ -127,6 +129,7 @@ class MlxBatch(Batch):
         _say_lacking(lacking)
         self.kv = kv if "a quantized KV cache" not in lacking else None  # every row's KV cache in this form
         self.sized_steps = "prefill chunks" not in lacking  # else every chunk is prefill_alone
+        self._chunk: int | None = None  # the prefill chunk last set on the generator
         drafts = drafts and "drafts" not in lacking
         # prompt-lookup drafts, and the draft model's where given (speculative.py)
         self.speculator = Speculator(ModelDrafts(draft_model) if draft_model is not None else None) if drafts else None
@@ -136,9 +139,7 @@ class MlxBatch(Batch):
         return len(self._running)
 
     def _on_device(self) -> AbstractContextManager[Any]:
-        from tinytitan.engine.device.placement import device_context
-
-        return device_context(self.device)  # type: ignore[no-any-return]
+        return _NULL if self.device is None else device_context(self.device)  # type: ignore[no-any-return]
 
     def add(self, row: Row) -> list[Output]:
         from mlx_lm.generate import StopSequences
@@ -210,16 +211,22 @@ class MlxBatch(Batch):
 
     def step(self) -> list[Output]:
         began = time.perf_counter()
+        decoding = prefilling = False
+        for r in self._running.values():
+            if r.decoding:
+                decoding = True
+            else:
+                prefilling = True
         # mlx-lm reads the chunk size at each step: a short one only when it would hold up a stream
-        decoding = any(r.decoding for r in self._running.values())
-        if self.sized_steps:
-            set_prefill_step(self.gen, self.prefill_step if decoding else self.prefill_alone)
-        lone = self._interruptible()
-        armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else nullcontext()
+        if self.sized_steps and (chunk := self.prefill_step if decoding else self.prefill_alone) != self._chunk:
+            set_prefill_step(self.gen, chunk)
+            self._chunk = chunk
+        lone = self._interruptible() if prefilling else None
+        armed = self.watch.armed(lambda: lone.row.cancelled) if self.watch and lone else _NULL
         # mlx-lm's stats copy its counters twice a step: read only while a prompt is being prefilled
-        stats = None if all(r.decoding for r in self._running.values()) else self.gen.stats()
+        stats = self.gen.stats() if prefilling else None
         try:
-            with self._on_device(), stats or nullcontext() as counted, armed:
+            with self._on_device(), stats or _NULL as counted, armed:
                 responses = self.speculator.step(self.gen, self._draftable) if self.speculator else None
                 prompts = []
                 if responses is None:

@@ -165,6 +165,8 @@ class DeviceWorker:
         wait = batch.wake_in() if batch is not None else None
         if self._pending and self._admissible():
             wait = 0.0
+        if wait == 0.0 and batch is not None and batch.rows and self._commands.empty():
+            return True  # the common step: rows to step, nothing sent (no exception raised for it)
         try:
             command = self._commands.get(timeout=wait) if wait is None or wait > 0 else self._commands.get_nowait()
         except queue.Empty:
