@@ -46,7 +46,10 @@ class BackgroundServer:
             self.loop = asyncio.get_running_loop()
             await self._server.serve(sockets=[self._sock])
 
-        asyncio.run(serve())
+        # the loop ``tinytitan serve`` runs (uvicorn's choice: uvloop where it is installed)
+        factory = getattr(self._server.config, "get_loop_factory", lambda: None)()
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve())
 
     def start(self) -> BackgroundServer:
         self._thread.start()

@@ -428,3 +428,23 @@ def test_a_cancelled_long_prefill_leaves_within_one_small_step_of_work(model: An
     inbox: Inbox = long.loop  # type: ignore[assignment]
     handed = [inbox.items.get_nowait() for _ in range(inbox.items.qsize())]
     assert [(o.tokens, o.last) for o in handed] == [([], False)]  # admitted, then nothing: it just left
+
+
+def test_a_lone_row_decodes_without_a_mask(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlx-lm's batch cache builds an all-true mask for a lone row's step; the batch routes it away (kv/masks.py)."""
+    from tinytitan.engine.kv import masks
+
+    asked: list[tuple[int, bool]] = []
+    real = masks.lone_row
+
+    def spy(cache: Any, n: int, **kwargs: Any) -> bool:
+        lone = real(cache, n, **kwargs)
+        asked.append((n, lone))
+        return lone
+
+    monkeypatch.setattr(masks, "lone_row", spy)
+    ask(live, "Count to five.", max_tokens=6)
+    assert masks.installed()
+    steps = [lone for n, lone in asked if n == 1]
+    assert len(steps) >= 2 and all(steps)  # every one-token step of the lone row went without
+    assert any(n > 1 and not lone for n, lone in asked)  # its prompt's chunk kept its causal mask
