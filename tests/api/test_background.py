@@ -24,3 +24,21 @@ def test_serves_on_a_loopback_port_and_stops_with_its_engine() -> None:
     except httpx.TransportError:
         reachable = False
     assert not reachable
+
+
+def test_it_runs_the_event_loop_serve_runs() -> None:
+    """uvicorn's ``loop="auto"``: uvloop, a dependency wherever it builds (``tinytitan serve`` gets it the same way)."""
+    import uvicorn
+    import uvloop
+
+    factory = uvicorn.Config(app=None).get_loop_factory()
+    assert factory is not None
+    serves_on = factory()
+    serves_on.close()
+    assert isinstance(serves_on, uvloop.Loop)  # what ``serve`` runs
+    engine = Engine(StubBackend(script()))
+    server = BackgroundServer(engine).start()
+    try:
+        assert isinstance(server.loop, uvloop.Loop)
+    finally:
+        assert server.stop() is True
