@@ -31,7 +31,7 @@ def test_it_runs_the_event_loop_serve_runs() -> None:
     import uvicorn
     import uvloop
 
-    factory = uvicorn.Config(app=None).get_loop_factory()
+    factory = uvicorn.Config(app="tinytitan.api.app:create_app").get_loop_factory()
     assert factory is not None
     serves_on = factory()
     serves_on.close()

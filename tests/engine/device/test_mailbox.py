@@ -38,7 +38,8 @@ def rows(loop: Loop, n: int, seen: list[tuple[int, list[Any]]]) -> list[Row]:
 
 
 def test_an_output_wakes_its_loop_which_reads_it() -> None:
-    loop, seen = Loop(), []
+    loop = Loop()
+    seen: list[tuple[int, list[Any]]] = []
     (a,) = rows(loop, 1, seen)
     mail = Mailboxes()
     mail.deliver([Output(a, ["x"])])
@@ -48,7 +49,8 @@ def test_an_output_wakes_its_loop_which_reads_it() -> None:
 
 
 def test_a_loop_that_lags_is_woken_once_and_reads_every_output_in_order() -> None:
-    loop, seen = Loop(), []
+    loop = Loop()
+    seen: list[tuple[int, list[Any]]] = []
     a, b = rows(loop, 2, seen)
     mail = Mailboxes()
     mail.deliver([Output(a, ["1"])])
@@ -62,7 +64,8 @@ def test_a_loop_that_lags_is_woken_once_and_reads_every_output_in_order() -> Non
 
 
 def test_each_loop_has_a_box_of_its_own() -> None:
-    one, two, seen = Loop(), Loop(), []
+    one, two = Loop(), Loop()
+    seen: list[tuple[int, list[Any]]] = []
     (a,) = rows(one, 1, seen)
     (b,) = rows(two, 1, seen)
     mail = Mailboxes()
@@ -73,7 +76,8 @@ def test_each_loop_has_a_box_of_its_own() -> None:
 
 
 def test_a_closed_loop_is_let_go() -> None:
-    loop, seen = Loop(), []
+    loop = Loop()
+    seen: list[tuple[int, list[Any]]] = []
     (a,) = rows(loop, 1, seen)
     loop.closed = True
     mail = Mailboxes()

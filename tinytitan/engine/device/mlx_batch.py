@@ -139,7 +139,7 @@ class MlxBatch(Batch):
         return len(self._running)
 
     def _on_device(self) -> AbstractContextManager[Any]:
-        return _NULL if self.device is None else device_context(self.device)  # type: ignore[no-any-return]
+        return _NULL if self.device is None else device_context(self.device)
 
     def add(self, row: Row) -> list[Output]:
         from mlx_lm.generate import StopSequences
