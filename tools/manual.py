@@ -86,7 +86,8 @@ EXIT_STATUS: list[tuple[str, str]] = [
     ("1", "A chat in pipe mode had a failed message; models rm was declined; an unexpected error."),
     (
         "2",
-        "A usage or setup error, in one line on stderr: a bad flag or variable (a --port outside 1-65535, an "
+        "A usage or setup error, in one line on stderr: a bad flag or variable (an unknown option, a missing "
+        "or bad value, an extra argument — the line names the command's --help; a --port outside 1-65535, an "
         "unknown TINYTITAN_BLAS, a BLIS_ARCH_TYPE the preloaded BLIS has no kernels for), a port in use, "
         "a model that cannot be loaded (missing or truncated weights, "
         "refused at start-up; or its first load failed), a server that is down (chat), an unknown command "

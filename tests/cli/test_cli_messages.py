@@ -225,6 +225,25 @@ def test_an_unknown_command_is_one_line_that_says_what_to_type(typed: list[str],
     assert line.startswith(f"tinytitan: no command '{typed[0]}'; ") and said in line
 
 
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (["serve", "--bogus"], "tinytitan serve: No such option: --bogus"),
+        (["serve", "--port", "99999"], "tinytitan serve: Invalid value for '--port'"),
+        (["serve", "a", "b"], "tinytitan serve: Got unexpected extra argument(s) (a b)"),
+        (["models", "pull"], "tinytitan models pull: Missing argument 'ORG/NAME'"),
+        (["count-tokens", "--nope"], "tinytitan count-tokens: No such option: --nope"),
+    ],
+)
+def test_a_mistyped_command_line_is_one_line_that_points_at_help(typed: list[str], said: str) -> None:
+    done = _run(*typed)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(said) and line.endswith(
+        f"; see tinytitan {' '.join(typed[: 2 if typed[0] == 'models' else 1])} --help"
+    )
+
+
 def test_piped_help_is_not_cut_and_usage_lines_have_no_braces() -> None:
     serve = _run("serve", "--help")
     assert serve.returncode == 0

@@ -9,6 +9,10 @@ INTEGER, FLOAT, PATH; choices as ``a|b``), each flag an empty one, and each comm
 from ``tinytitan.cli.examples`` (after any epilog of its own). Options name their own metavar where a better
 word exists (PORT, DIR, LEVEL); this only fills what they leave out, so a new option never shows a
 Python type.
+
+Mistakes on the command line are one line each, exit 2: an unknown command says what to type instead,
+and an unknown option, a missing or bad value or an extra argument names the command and its
+``--help`` (``one_line``) — not click's usage block with a boxed error.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -23,10 +28,35 @@ import typer.core
 
 from tinytitan.cli.examples import EXAMPLES
 
-__all__ = ["OTHER_TOOLS", "PIPE_WIDTH", "TitanGroup", "conventional_metavar", "help_option", "usage_name", "walk"]
+__all__ = [
+    "OTHER_TOOLS",
+    "PIPE_WIDTH",
+    "TitanGroup",
+    "conventional_metavar",
+    "help_option",
+    "one_line",
+    "usage_name",
+    "walk",
+]
 
 # the click Typer runs on: its own copy (typer 0.2x) or the click package (older Typer)
 _USAGE_ERROR: type[Exception] = (getattr(typer.core, "_click", None) or typer.core.click).exceptions.UsageError  # type: ignore[attr-defined]
+
+_CLICK_ERROR: type[Exception] = _USAGE_ERROR.__mro__[1]  # click's ClickException
+_ABORT: type[BaseException] = typer.Abort
+
+
+def one_line(error: Any) -> str:
+    """``tinytitan serve: No such option: --bogus …; see tinytitan serve --help``."""
+    names: list[str] = []
+    ctx = getattr(error, "ctx", None)
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program's ("python -m …")
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    path = " ".join(["tinytitan", *names])
+    message = " ".join(error.format_message().split()).rstrip(".")
+    return f"{path}: {message}; see {path} --help"
+
 
 # commands of other local-model tools (ollama's, mostly) and what does it here
 OTHER_TOOLS = {
@@ -107,6 +137,33 @@ class TitanGroup(typer.core.TyperGroup):
                     _polish_param(param)
             if path in EXAMPLES and EXAMPLES[path] not in (command.epilog or ""):
                 command.epilog = (command.epilog + "\n\n" if command.epilog else "") + EXAMPLES[path]
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """A mistyped command line (an unknown option, a missing or bad value, an extra argument) is
+        one line naming the command and what was wrong, exit 2 — not click's usage block and boxed
+        error; everything else ends as Typer ends it (``--help``, ``Ctrl-C`` 130, ``Aborted!`` 1)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            done = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except _USAGE_ERROR as error:
+            typer.secho(one_line(error), err=True, fg="red")
+            sys.exit(2)
+        except _CLICK_ERROR as error:
+            error.show()  # type: ignore[attr-defined]
+            sys.exit(error.exit_code)  # type: ignore[attr-defined]
+        except _ABORT:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(done if isinstance(done, int) else 0)  # an exit code, or a command's (unused) value
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """An unknown command is one line that says what to type instead (exit 2)."""
