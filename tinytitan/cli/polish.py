@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 # the click Typer runs on: its own copy (typer 0.2x) or the click package (older Typer)
-_USAGE_ERROR: type[Exception] = (getattr(typer.core, "_click", None) or typer.core.click).exceptions.UsageError  # type: ignore[attr-defined]
-
-_CLICK_ERROR: type[Exception] = _USAGE_ERROR.__mro__[1]  # click's ClickException
+_CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore[attr-defined]
+_USAGE_ERROR: type[Exception] = _CLICK.exceptions.UsageError
+_CLICK_ERROR: type[Exception] = _CLICK.exceptions.ClickException
 _ABORT: type[BaseException] = typer.Abort
 
 

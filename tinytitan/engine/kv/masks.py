@@ -6,10 +6,11 @@ and one new token may see every position: the mask is all true, the same as none
 applying it is most of what a one-row ``BatchGenerator`` step costs beyond mlx-lm's ``generate_step``
 (a one-row batch cache without it steps at 1.04× ``generate_step`` where with it 0.93×, on
 ``benchmarks/bench_steps.py``'s fast-device stand-in; on a 0.6B model on this CPU it is noise beside
-the weights). ``lone_row_mask`` gives None there and the cache's own mask everywhere else: several
-rows, a row with padding, a chunk of several tokens, a sliding window, a caller that asks for an
-array. ``install`` makes it mlx-lm's ``BatchKVCache.make_mask`` for the process (once; through
-``mlx_lm_adapter.route_batch_mask``); ``kv/cache.py``'s quantized batch cache asks it too.
+the weights). ``lone_row`` says when; the ``make_mask`` that ``install`` gives mlx-lm's
+``BatchKVCache`` for the process (once; through ``mlx_lm_adapter.route_batch_mask``) answers None
+there and the cache's own mask everywhere else: several rows, a row with padding, a chunk of several
+tokens, a sliding window, a caller that asks for an array. ``kv/cache.py``'s quantized batch cache
+asks ``lone_row`` too.
 """
 
 from __future__ import annotations
