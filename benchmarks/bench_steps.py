@@ -1,6 +1,7 @@
 """A stand-in for a fast device: decode where a step costs far less than our host work. Prints ratios.
 
     python benchmarks/bench_steps.py [--rows 1,4,8] [--tokens 256] [--rounds 5] [--head 8192] [--profile]
+                                     [--client process|thread|both]
 
 The model is ``tiny_model``'s ``tiny-1l`` shape (one layer, width 16, Qwen's real tokenizer) with its
 LM head cut to the first ``--head`` token ids (the full vocabulary's head alone costs ~5 ms on this
@@ -10,7 +11,9 @@ rounds, aggregate decode tok/s (tokens after every row has its first one ÷ the 
 row's end) of:
 
 - **http**: the engine through the server (streaming Chat Completions over a real loopback socket,
-  one raw-socket client thread per row);
+  one raw-socket client thread per row), the client in a process of its own, as a real client is;
+  **http-thread** (``--client thread`` or ``both``): the same client as threads of this process, whose
+  Python then contends with the server's for this interpreter's lock (the figures before 2026-12-05);
 - **engine**: the Engine alone (``Engine.prepare`` → ``Job.events()`` on the server's loop: detokenizer
   and parser included, no HTTP);
 - **generate_step**: mlx-lm's ``generate_step`` (1 row) and **BatchGenerator**: mlx-lm's own batch
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -118,7 +122,14 @@ def chat_body(model_id: str, row: int, salt: int, n: int) -> dict[str, Any]:
     }
 
 
-def http_stream(port: int, body: dict[str, Any], firsts: list[float], ends: list[float], go: threading.Event) -> None:
+def http_stream(
+    port: int,
+    body: dict[str, Any],
+    firsts: list[float],
+    ends: list[float],
+    go: threading.Event,
+    first_seen: Callable[[list[float]], None],
+) -> None:
     """One streaming request over a raw socket: the time of its first content chunk, and of ``[DONE]``."""
     payload = json.dumps(body).encode()
     head = (
@@ -138,31 +149,78 @@ def http_stream(port: int, body: dict[str, Any], firsts: list[float], ends: list
             if not first and _CONTENT.search(seen):  # text, not the role chunk's empty content
                 first = True
                 firsts.append(time.perf_counter())
+                first_seen(firsts)
             if b"data: [DONE]" in seen:
                 break
     ends.append(time.perf_counter())
 
 
-def http_rate(port: int, backend: Any, model_id: str, rows: int, n: int, salt: int) -> Rate:
+def client_streams(
+    port: int, bodies: list[dict[str, Any]], on_all_first: Callable[[], None]
+) -> tuple[list[float], list[float]]:
+    """Run one streaming request per body at once: ``on_all_first()`` once every stream has content;
+    the times of each stream's first content chunk and of its end."""
     firsts: list[float] = []
     ends: list[float] = []
     go = threading.Event()
-    threads = [
-        threading.Thread(target=http_stream, args=(port, chat_body(model_id, r, salt, n), firsts, ends, go))
-        for r in range(rows)
-    ]
+    lock = threading.Lock()
+
+    def first_seen(mine: list[float]) -> None:  # under a lock: exactly one stream sees the count complete
+        with lock:
+            firsts.extend(mine)
+            if len(firsts) == len(bodies):
+                on_all_first()
+
+    threads = [threading.Thread(target=http_stream, args=(port, body, [], ends, go, first_seen)) for body in bodies]
     for t in threads:
         t.start()
     go.set()
-    while len(firsts) < rows and any(t.is_alive() for t in threads):
-        time.sleep(0.0005)
-    counted = backend.tokens_generated
     for t in threads:
         t.join()
-    generated = backend.tokens_generated - counted
-    assert len(firsts) == rows, "a stream carried no content"
-    # tokens after the moment every stream had content (read then): approximate by the device's count
-    return generated / (max(ends) - max(firsts)), generated
+    return firsts, ends
+
+
+def client_process(conn: Any) -> None:
+    """The HTTP client in a process of its own (as a real client is): runs what ``conn`` sends."""
+    while (job := conn.recv()) is not None:
+        port, bodies = job
+        firsts, ends = client_streams(port, bodies, lambda: conn.send("first"))
+        conn.send((firsts, ends))
+
+
+class Client:
+    """Streams requests from a thread of this process, or (``separate``) from a process of its own,
+    whose Python does not contend with the server's for this process's interpreter lock."""
+
+    def __init__(self, separate: bool) -> None:
+        self._process: Any = None
+        if separate:
+            import multiprocessing
+
+            context = multiprocessing.get_context("spawn")
+            self._conn, theirs = context.Pipe()
+            self._process = context.Process(target=client_process, args=(theirs,), daemon=True)
+            self._process.start()
+
+    def run(self, port: int, bodies: list[dict[str, Any]], at_all_first: Callable[[], int]) -> tuple[float, int]:
+        """(aggregate tok/s, tokens): tokens counted by ``at_all_first`` (the device's count) from the
+        moment every stream had content to the last stream's end."""
+        marks: list[int] = []
+        if self._process is None:
+            firsts, ends = client_streams(port, bodies, lambda: marks.append(at_all_first()))
+        else:
+            self._conn.send((port, bodies))
+            assert self._conn.recv() == "first"
+            marks.append(at_all_first())
+            firsts, ends = self._conn.recv()
+        assert len(firsts) == len(bodies), "a stream carried no content"
+        generated = at_all_first() - marks[0]
+        return generated / (max(ends) - max(firsts)), generated
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._conn.send(None)
+            self._process.join(timeout=10)
 
 
 async def engine_rows(engine: Any, rows: int, n: int, salt: int) -> Rate:
@@ -206,6 +264,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--head", type=int, default=8192, help="token ids the LM head covers")
     parser.add_argument("--profile", action="store_true", help="also split a step's wall time (cProfile)")
+    parser.add_argument(
+        "--client",
+        choices=("process", "thread", "both"),
+        default="process",
+        help="where the HTTP client runs: a process of its own (as a real client), a thread of this one, or both",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.rows.split(",")]
 
@@ -218,7 +282,14 @@ def main() -> None:
     most = max(counts)
     backend = MlxBackend(str(path), max_concurrent=most, drafts=False)
     settings = Settings(queue_limit=most, max_concurrent=most, drafts=False)
-    with live_server(backend, settings=settings) as live:
+    clients = {
+        name: Client(separate=name == "http")
+        for name, wanted in (("http", ("process", "both")), ("http-thread", ("thread", "both")))
+        if args.client in wanted
+    }
+    with live_server(backend, settings=settings) as live, contextlib.ExitStack() as stack:
+        for client in clients.values():
+            stack.callback(client.close)
         engine, loop = live.engine, live.loop
         assert loop is not None
         device = engine.device
@@ -229,8 +300,15 @@ def main() -> None:
         def on_loop(coro: Any) -> Any:
             return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+        def http(client: Client) -> Callable[[int, int], Rate]:
+            return lambda rows, salt: client.run(
+                live.port,
+                [chat_body(engine.info.id, r, salt, args.tokens) for r in range(rows)],
+                lambda: backend.tokens_generated,
+            )
+
         paths: dict[str, Callable[[int, int], Rate]] = {
-            "http": lambda rows, salt: http_rate(live.port, backend, engine.info.id, rows, args.tokens, salt),
+            **{name: http(client) for name, client in clients.items()},
             "engine": lambda rows, salt: on_loop(engine_rows(engine, rows, args.tokens, salt)),
             "generate_step": lambda rows, salt: device.run(
                 lambda: generate_step_rate(model, args.tokens, salt)
@@ -256,7 +334,7 @@ def main() -> None:
                 )
         for rows in counts:
             base = "generate_step" if rows == 1 else "BatchGenerator"
-            for name, target in (("engine", 0.95), ("http", 0.9)):
+            for name, target in (("engine", 0.95), *((c, 0.9) for c in clients)):
                 for against in [base] + (["BatchGenerator"] if rows == 1 else []):
                     paired = [a / b for a, b in zip(rates[(name, rows)], rates[(against, rows)], strict=True)]
                     best, median = max(paired), statistics.median(paired)
@@ -269,7 +347,7 @@ def main() -> None:
         if args.profile:
             for rows in counts:
                 with profiled(device, loop) as profiles:
-                    rate, tokens = paths["http"](rows, 9000 + rows)
+                    rate, tokens = paths[next(iter(clients))](rows, 9000 + rows)
                 print(f"profile, http, {rows} rows ({rate:.0f} tok/s under cProfile, {tokens} tokens):")
                 print(split_report(profiles, tokens))
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
 from tinytitan.engine.events import ReasoningDelta, TextDelta, ToolCall
-from tinytitan.engine.output.parser import OutputParser, ParseOptions
+from tinytitan.engine.output.parser import OutputParser, ParseOptions, partial_suffix
 from tinytitan.engine.request import Tool
 
 
@@ -137,3 +138,23 @@ def test_a_custom_call_whose_input_breaks_its_grammar_is_shown_as_text() -> None
         parser, events = run([raw], tools=(_apply_patch(),))
         assert not [e for e in events if isinstance(e, ToolCall)] and parser.tool_calls == 0
         assert text_of(events, TextDelta) == raw
+
+
+def _longest_partial(buffer: str, needles: tuple[str, ...]) -> int:
+    """``partial_suffix`` by its definition: every suffix length against every needle's prefixes."""
+    return max(
+        (n for needle in needles for n in range(1, len(needle)) if len(buffer) >= n and buffer.endswith(needle[:n])),
+        default=0,
+    )
+
+
+def test_partial_suffix_is_the_longest_suffix_that_begins_a_needle() -> None:
+    needles = ("<tool_call>", "</think>", "<<", "STOP", "ab")
+    for buffer in ("", "plain text", "text <tool", "text <", "a <<", "<think> </thi", "xx STO", "<tool_call", "a"):
+        assert partial_suffix(buffer, needles) == _longest_partial(buffer, needles), buffer
+    rng = random.Random(7)
+    for _ in range(5000):
+        buffer = "".join(rng.choice("<>/ab ") for _ in range(rng.randint(0, 12)))
+        some = tuple("".join(rng.choice("<>/ab ") for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(0, 3)))
+        assert partial_suffix(buffer, some) == _longest_partial(buffer, some), (buffer, some)
+    assert partial_suffix("a <", ("",)) == 0  # an empty needle has no proper prefix

@@ -113,6 +113,12 @@ class OutputParser:
         self.tool_calls = 0
         self.reasoning_tokens = 0
         self.completion_tokens = 0
+        # what visible text is searched for: the stop strings, then the family's thought and call markers
+        self._candidates = [(stop, "stop") for stop in options.stop]
+        self._candidates += [
+            (mark, kind) for mark, kind in ((markers.think_start, "reasoning"), (markers.tool_start, "tool")) if mark
+        ]
+        self._needles = tuple(needle for needle, _ in self._candidates)
 
     # -- public -------------------------------------------------------------------------------
     def feed(self, piece: str, tokens: int = 1) -> list[Any]:
@@ -175,18 +181,13 @@ class OutputParser:
             self.state = "text"
             return True
         # visible text: the earliest of a marker or a stop string
-        candidates = [(s, "stop") for s in self.options.stop]
-        if m.think_start:
-            candidates.append((m.think_start, "reasoning"))
-        if m.tool_start:
-            candidates.append((m.tool_start, "tool"))
         hit: tuple[int, str, str] | None = None
-        for needle, kind in candidates:
+        for needle, kind in self._candidates:
             idx = self.buffer.find(needle)
             if idx >= 0 and (hit is None or idx < hit[0]):
                 hit = (idx, needle, kind)
         if hit is None:
-            keep = partial_suffix(self.buffer, tuple(c for c, _ in candidates))
+            keep = partial_suffix(self.buffer, self._needles)
             ready = self.buffer[: len(self.buffer) - keep]
             self.buffer = self.buffer[len(self.buffer) - keep :]
             events.extend(self._visible(ready))
@@ -296,9 +297,15 @@ def _call(parsed: Any) -> tuple[str, str]:
 def partial_suffix(buffer: str, needles: tuple[str, ...]) -> int:
     """Length of the longest buffer suffix that is a proper prefix of any needle."""
     best = 0
+    size = len(buffer)
     for needle in needles:
-        for n in range(min(len(needle) - 1, len(buffer)), best, -1):
-            if buffer.endswith(needle[:n]):
-                best = n
+        if not needle:
+            continue
+        # such a suffix starts with the needle's first character, within the last len(needle) - 1
+        at = buffer.find(needle[0], max(size - len(needle) + 1, 0))
+        while at >= 0 and size - at > best:
+            if needle.startswith(buffer[at:]):
+                best = size - at
                 break
+            at = buffer.find(needle[0], at + 1)
     return best
