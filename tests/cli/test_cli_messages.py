@@ -230,6 +230,8 @@ def test_an_unknown_command_is_one_line_that_says_what_to_type(typed: list[str],
     [
         (["serve", "--bogus"], "tinytitan serve: No such option: --bogus"),
         (["serve", "--port", "99999"], "tinytitan serve: Invalid value for '--port'"),
+        (["serve", "--port"], "tinytitan serve: Option '--port' requires an argument"),
+        (["models", "pull", "--cache-dir"], "tinytitan models pull: Option '--cache-dir' requires an argument"),
         (["serve", "a", "b"], "tinytitan serve: Got unexpected extra argument(s) (a b)"),
         (["models", "pull"], "tinytitan models pull: Missing argument 'ORG/NAME'"),
         (["count-tokens", "--nope"], "tinytitan count-tokens: No such option: --nope"),

@@ -109,6 +109,22 @@ def _polish_param(param: Any) -> None:
         param.metavar = conventional_metavar(param)
 
 
+def _name_the_command(command: Any) -> None:
+    """A usage error click raises while it parses (an option's missing value) carries no context:
+    give it the command's, so ``one_line`` names the command that was mistyped."""
+    parse = command.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return list(parse(ctx, args))
+        except _USAGE_ERROR as error:
+            if getattr(error, "ctx", None) is None:
+                error.ctx = ctx  # type: ignore[attr-defined]
+            raise
+
+    command.parse_args = parse_args
+
+
 def help_option(command: Any) -> Any:
     """The command's ``--help`` option: made on first use and cached, so polishing it once lasts."""
     context = command.context_class(command, **(command.context_settings or {}))
@@ -132,6 +148,7 @@ class TitanGroup(typer.core.TyperGroup):
         super().__init__(*args, **kwargs)
         _pipe_width()
         for path, command in walk(self):
+            _name_the_command(command)
             for param in [*command.params, help_option(command)]:
                 if param is not None:
                     _polish_param(param)
