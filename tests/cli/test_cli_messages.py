@@ -261,3 +261,22 @@ def test_piped_help_is_not_cut_and_usage_lines_have_no_braces() -> None:
     top = _run("--help").stdout
     assert "one-liner below" not in top
     assert "Serve a catalog" not in _run("models", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("typed", "line"),
+    [
+        (
+            ["serve", "--prot", "1"],
+            "tinytitan serve: No such option: --prot (did you mean --port?); see tinytitan serve --help",
+        ),
+        (["serve", "--bogus"], "tinytitan serve: No such option: --bogus; see tinytitan serve --help"),  # not --host
+        (
+            ["compact", "--keep"],
+            "tinytitan compact: No such option: --keep; see tinytitan compact --help",
+        ),  # not --help
+    ],
+)
+def test_an_unknown_option_suggests_only_options_whose_names_are_close(typed: list[str], line: str) -> None:
+    done = _run(*typed)
+    assert done.returncode == 2 and done.stderr.splitlines() == [line]

@@ -42,6 +42,7 @@ __all__ = [
 # the click Typer runs on: its own copy (typer 0.2x) or the click package (older Typer)
 _CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore[attr-defined]
 _USAGE_ERROR: type[Exception] = _CLICK.exceptions.UsageError
+_NO_SUCH_OPTION: type[Exception] = _CLICK.exceptions.NoSuchOption
 _CLICK_ERROR: type[Exception] = _CLICK.exceptions.ClickException
 _ABORT: type[BaseException] = typer.Abort
 
@@ -55,7 +56,18 @@ def one_line(error: Any) -> str:
         ctx = ctx.parent
     path = " ".join(["tinytitan", *names])
     message = " ".join(error.format_message().split()).rstrip(".")
+    if isinstance(error, _NO_SUCH_OPTION):  # click's guesses compare the dashes too (--bogus → --host)
+        typed: str = getattr(error, "option_name", "")
+        message = f"No such option: {typed}{_did_you_mean(typed, getattr(error, 'possibilities', None) or [])}"
     return f"{path}: {message}; see {path} --help"
+
+
+def _did_you_mean(typed: str, options: list[str]) -> str:
+    """`` (did you mean --port?)`` for the options whose names, dashes left out, are close to ``typed``'s."""
+    bare = typed.lstrip("-")
+    ratio = {o: difflib.SequenceMatcher(None, bare, o.lstrip("-")).ratio() for o in options if o != "--help"}
+    near = sorted((o for o, r in ratio.items() if r >= 0.6), key=lambda o: -ratio[o])[:3]
+    return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
 # commands of other local-model tools (ollama's, mostly) and what does it here
