@@ -123,11 +123,15 @@ def _polish_param(param: Any) -> None:
 
 def _name_the_command(command: Any) -> None:
     """A usage error click raises while it parses (an option's missing value) carries no context:
-    give it the command's, so ``one_line`` names the command that was mistyped."""
+    give it the command's, so ``one_line`` names the command that was mistyped. And an option whose
+    value is left out before the next option (``serve --stub --port 8000``) is that error, not the
+    next option taken as the value and its own value left over as an extra argument."""
     parse = command.parse_args
 
     def parse_args(ctx: Any, args: list[str]) -> list[str]:
         try:
+            if not ctx.resilient_parsing:  # click's own completion parses what is half typed
+                _values_given(command, ctx, args)
             return list(parse(ctx, args))
         except _USAGE_ERROR as error:
             if getattr(error, "ctx", None) is None:
@@ -135,6 +139,26 @@ def _name_the_command(command: Any) -> None:
             raise
 
     command.parse_args = parse_args
+
+
+def _values_given(command: Any, ctx: Any, args: list[str]) -> None:
+    """``UsageError`` where an option that takes a value is followed by another of the command's options."""
+    options = [p for p in command.get_params(ctx) if getattr(p, "param_type_name", "") == "option"]
+    names = {name for p in options for name in (*p.opts, *p.secondary_opts)}
+    valued = {
+        name for p in options if not getattr(p, "is_flag", False) and not getattr(p, "count", False) for name in p.opts
+    }
+    at = 0
+    while at < len(args) and args[at] != "--":
+        typed = args[at]
+        if typed in valued:
+            if at + 1 < len(args) and args[at + 1] in names:
+                raise _USAGE_ERROR(f"Option '{typed}' requires a value before '{args[at + 1]}'", ctx)
+            at += 2
+            continue
+        if not typed.startswith("-") and not ctx.allow_interspersed_args:
+            return  # a group's own options end at its subcommand's name
+        at += 1
 
 
 def help_option(command: Any) -> Any:
